@@ -1,0 +1,26 @@
+//! # rtgs-core: the sans-IO heart of the node
+//!
+//! # Layout
+//! Plain deterministic state machines, no tokio, no Kafka, no PostgreSQL, no clock — Cargo
+//! enforces it: this crate depends on nothing that does I/O. Time comes in as the entry's
+//! timestamp or as an argument.
+//!
+//! * [`entry`] — journal entry types (`Entry`, `Command`, `Payload`, `Outcome`, ISO reasons).
+//! * [`codec`] — length- and CRC-checked binary frames of entries.
+//! * [`sequencer`] — gap-free seqs, epochs, timestamps, ticks, `bmi` dedupe window.
+//! * [`gap_buffer`] — lock-free bounded reorder window between journal readers and the applier.
+//! * [`ledger`] — deterministic apply, ISO 20022 reject reasons, chained state hash.
+//! * [`finalizer`] — 2-of-3 quorum tally, exactly-once finality, divergence halt.
+//! * [`sim`] — the deterministic simulator (VOPR-style) that drives all of the above.
+//! * [`limits`] — every bound in one place; [`hash`], [`prng`] — deterministic helpers.
+
+pub mod codec;
+pub mod entry;
+pub mod finalizer;
+pub mod gap_buffer;
+pub mod hash;
+pub mod ledger;
+pub mod limits;
+pub mod prng;
+pub mod sequencer;
+pub mod sim;

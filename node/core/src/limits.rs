@@ -1,0 +1,52 @@
+//! Every bound of the core in one place (TigerBeetle's `constants.zig`).
+//!
+//! Sizes are chosen for the embedded demo on a small host (10 M transfers in ≤ 512 MiB RSS) and
+//! for a 40-core host alike; the `const` assertions at the bottom keep their relations honest.
+
+/// Largest number of entries the sequencer stamps in one batch (one journal frame, one fsync).
+pub const SEQUENCER_BATCH_ENTRIES_MAX: usize = 8_192;
+
+/// How many of the most recent sequenced entries the sequencer remembers by `bmi`.
+///
+/// Two generations of `DEDUPE_WINDOW_ENTRIES / 2` each: a `bmi` is remembered for at least
+/// `DEDUPE_WINDOW_ENTRIES / 2` and at most `DEDUPE_WINDOW_ENTRIES` later entries (≈ 1.5–3 s at the
+/// demo's full rate, 15–30 s at 100,000/s). 7/8 of a power of two fills the hash tables exactly;
+/// both generations together take ≈ 80 MiB. A resubmission older than the window is sequenced
+/// again; the PostgreSQL engine closes that hole with a unique key (mission.md §2.2).
+pub const DEDUPE_WINDOW_ENTRIES: usize = 2 * 917_504;
+
+/// Slots of a center's gap buffer: how far ahead of the applied watermark deliveries may land.
+pub const GAP_BUFFER_SLOTS: usize = 1 << 16;
+
+/// How long a hole in the delivered sequence may wait before it is reported (never skipped).
+pub const GAP_TIMEOUT_US: u64 = 200_000;
+
+/// The sequencer emits a `Tick` when no entry has been stamped for this long.
+pub const TICK_INTERVAL_US: u64 = 1_000_000;
+
+/// Largest encoded journal frame (header + body).
+pub const FRAME_BYTES_MAX: usize = 16 << 20;
+
+/// Largest `bmi` (ISO 20022 `BizMsgIdr` is `Max35Text`).
+pub const BMI_BYTES_MAX: usize = 35;
+
+/// Largest plugin command body.
+pub const PLUGIN_BODY_BYTES_MAX: usize = 64 << 10;
+
+/// Slots of the quorum finalizer's tally ring: acks further ahead than this of the oldest
+/// unfinalized seq are deferred (back-pressure), late acks within it are still checked.
+pub const FINALIZER_WINDOW_SEQS: usize = 1 << 18;
+
+/// Most centers a cluster may have (the tally keeps one bit per center).
+pub const CENTER_COUNT_MAX: usize = 8;
+
+/// Largest amount or balance in minor units: every sum of balances fits an `i64`.
+pub const AMOUNT_MINOR_MAX: u64 = i64::MAX as u64;
+
+const _: () = assert!(GAP_BUFFER_SLOTS.is_power_of_two());
+const _: () = assert!(FINALIZER_WINDOW_SEQS.is_power_of_two());
+const _: () = assert!(SEQUENCER_BATCH_ENTRIES_MAX <= GAP_BUFFER_SLOTS);
+const _: () = assert!(GAP_BUFFER_SLOTS <= FINALIZER_WINDOW_SEQS);
+const _: () = assert!(DEDUPE_WINDOW_ENTRIES >= 8 * SEQUENCER_BATCH_ENTRIES_MAX);
+const _: () = assert!(CENTER_COUNT_MAX <= 8);
+const _: () = assert!(BMI_BYTES_MAX < 256);
