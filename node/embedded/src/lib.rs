@@ -1,1 +1,16 @@
+//! # rtgs-embedded: the embedded engine (the default)
+//!
+//! # Layout
+//! One process runs the sequencer, three centers and their finalizers; no services needed.
+//!
+//! * [`journal`] — segmented, append-only journal files of CRC-checked frames; fsync per group
+//!   of batches before any center sees them; torn-tail truncation on open; readers for replay.
+//! * [`checkpoint`] — each center's durable state (ledger + watermark, finalizer tallies,
+//!   retained acks, unannounced outcomes) in one atomically replaced file.
+//! * [`cluster`] — the threads and bounded queues that drive the core's state machines.
+//! * [`limits`] — queue capacities, segment size, checkpoint interval.
 
+pub mod checkpoint;
+pub mod cluster;
+pub mod journal;
+pub mod limits;

@@ -1,1 +1,43 @@
-fn main() {}
+//! # rtgs: the node binary
+//!
+//! # Layout
+//! * `demo` ([`demo`]) — the embedded 3-center cluster with a built-in load generator and report.
+//! * `sim` ([`sim`]) — the deterministic simulator over many seeds, or one seed to replay.
+//!
+//! `anyhow` lives only here, at the binary's edge; the libraries return typed errors.
+
+mod demo;
+mod sim;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "rtgs", version, about = "RTGS three-center consensus node")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the embedded three-center cluster under a built-in load and report.
+    Demo(demo::DemoArgs),
+    /// Run the deterministic simulator (many seeds, or replay one).
+    Sim(sim::SimArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Demo(args) => demo::run(args),
+        Command::Sim(args) => sim::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("rtgs: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

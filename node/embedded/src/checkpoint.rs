@@ -1,0 +1,251 @@
+//! A center's durable state in the embedded engine: one checkpoint file per center.
+//!
+//! `DIR/center-DC1.checkpoint` = `"RTGSCKP1" | body_len u64 | crc32 u32 | body`, body =
+//! ledger (with its applied watermark and state hash) | finalizer tallies | the center's own acks
+//! that some finalizer may still need | own-origin outcomes not yet announced as final.
+//! Written to a temporary file, fsync'd, renamed over the old one, directory fsync'd: a crash
+//! leaves either the old or the new checkpoint, never a mix. Checked on write and on read.
+
+use rtgs_core::entry::{Bmi, Outcome, Seq};
+use rtgs_core::finalizer::Finalizer;
+use rtgs_core::ledger::{Applied, Ledger};
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+const MAGIC: &[u8; 8] = b"RTGSCKP1";
+
+/// An own-origin entry that is applied locally and waits for finality to be announced.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Awaiting {
+    pub seq: Seq,
+    pub bmi: Bmi,
+    pub outcome: Outcome,
+    /// When the client submitted it (µs on the cluster clock); 0 when unknown (after a restart).
+    pub submitted_at_us: u64,
+}
+
+pub struct CenterCheckpoint {
+    pub ledger: Ledger,
+    pub finalizer: Finalizer,
+    pub ack_log: Vec<Applied>,
+    pub awaiting: Vec<Awaiting>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    #[error("checkpoint I/O on {path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+    #[error("checkpoint {path} is corrupt: {reason}")]
+    Corrupt { path: PathBuf, reason: &'static str },
+}
+
+pub fn path_for(dir: &Path, center: rtgs_core::entry::CenterId) -> PathBuf {
+    dir.join(format!("center-{center}.checkpoint"))
+}
+
+/// Encodes a checkpoint (cheap; done on the center's thread).
+pub fn encode(
+    ledger: &Ledger,
+    finalizer: &Finalizer,
+    ack_log: &[Applied],
+    awaiting: &[Awaiting],
+) -> Vec<u8> {
+    let mut body = Vec::with_capacity(64 + ledger.accounts().len() * 24 + ack_log.len() * 18);
+    ledger.encode(&mut body);
+    finalizer.encode(&mut body);
+    body.extend_from_slice(&(ack_log.len() as u64).to_le_bytes());
+    for a in ack_log {
+        body.extend_from_slice(&a.seq.to_le_bytes());
+        body.extend_from_slice(&a.outcome.code().to_le_bytes());
+        body.extend_from_slice(&a.state_hash.to_le_bytes());
+    }
+    body.extend_from_slice(&(awaiting.len() as u64).to_le_bytes());
+    for w in awaiting {
+        body.extend_from_slice(&w.seq.to_le_bytes());
+        let b = w.bmi.as_bytes();
+        body.push(b.len() as u8);
+        body.extend_from_slice(b);
+        body.extend_from_slice(&w.outcome.code().to_le_bytes());
+    }
+    let mut out = Vec::with_capacity(body.len() + 20);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&(body.len() as u64).to_le_bytes());
+    out.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+    out.extend_from_slice(&body);
+    out
+}
+
+/// Atomically replaces the checkpoint at `path` with `bytes`.
+pub fn write(path: &Path, bytes: &[u8]) -> Result<(), CheckpointError> {
+    let io = |source| CheckpointError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let tmp = path.with_extension("checkpoint.tmp");
+    let mut f = File::create(&tmp).map_err(io)?;
+    f.write_all(bytes).map_err(io)?;
+    f.sync_all().map_err(io)?;
+    drop(f);
+    fs::rename(&tmp, path).map_err(io)?;
+    if let Some(dir) = path.parent() {
+        File::open(dir).and_then(|d| d.sync_all()).map_err(io)?;
+    }
+    Ok(())
+}
+
+/// Reads a checkpoint; `Ok(None)` if there is none yet.
+pub fn read(path: &Path) -> Result<Option<CenterCheckpoint>, CheckpointError> {
+    let bytes = match fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => {
+            return Err(CheckpointError::Io {
+                path: path.to_path_buf(),
+                source,
+            })
+        }
+    };
+    decode(&bytes)
+        .map(Some)
+        .map_err(|reason| CheckpointError::Corrupt {
+            path: path.to_path_buf(),
+            reason,
+        })
+}
+
+fn decode(bytes: &[u8]) -> Result<CenterCheckpoint, &'static str> {
+    if bytes.len() < 20 || &bytes[..8] != MAGIC {
+        return Err("bad magic");
+    }
+    let len = u64::from_le_bytes(bytes[8..16].try_into().map_err(|_| "header")?) as usize;
+    let crc = u32::from_le_bytes(bytes[16..20].try_into().map_err(|_| "header")?);
+    let body = bytes
+        .get(20..)
+        .filter(|b| b.len() == len)
+        .ok_or("length mismatch")?;
+    if crc32fast::hash(body) != crc {
+        return Err("checksum mismatch");
+    }
+    let (ledger, used) = Ledger::decode(body).map_err(|_| "ledger")?;
+    let rest = &body[used..];
+    let (finalizer, used) = Finalizer::decode(rest).ok_or("finalizer")?;
+    let mut r = &rest[used..];
+    let mut take = |n: usize| -> Result<&[u8], &'static str> {
+        if r.len() < n {
+            return Err("truncated");
+        }
+        let (h, t) = r.split_at(n);
+        r = t;
+        Ok(h)
+    };
+    let u64_of = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap_or([0; 8]));
+    let u16_of = |b: &[u8]| u16::from_le_bytes(b.try_into().unwrap_or([0; 2]));
+    let n = u64_of(take(8)?);
+    let mut ack_log = Vec::new();
+    for _ in 0..n {
+        let seq = u64_of(take(8)?);
+        let outcome = Outcome::from_code(u16_of(take(2)?)).ok_or("ack outcome")?;
+        let state_hash = u64_of(take(8)?);
+        if seq > ledger.seq_applied() {
+            return Err("ack beyond the applied watermark");
+        }
+        ack_log.push(Applied {
+            seq,
+            outcome,
+            state_hash,
+        });
+    }
+    let n = u64_of(take(8)?);
+    let mut awaiting = Vec::new();
+    for _ in 0..n {
+        let seq = u64_of(take(8)?);
+        let len = usize::from(take(1)?[0]);
+        let bmi = Bmi::new(take(len)?).map_err(|_| "awaiting bmi")?;
+        let outcome = Outcome::from_code(u16_of(take(2)?)).ok_or("awaiting outcome")?;
+        awaiting.push(Awaiting {
+            seq,
+            bmi,
+            outcome,
+            submitted_at_us: 0,
+        });
+    }
+    if !r.is_empty() {
+        return Err("trailing bytes");
+    }
+    Ok(CenterCheckpoint {
+        ledger,
+        finalizer,
+        ack_log,
+        awaiting,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtgs_core::entry::{AccountId, CenterId, Currency, Entry, Payload};
+
+    #[test]
+    fn round_trip_and_corruption_detected() {
+        let mut ledger = Ledger::new();
+        let eur = Currency::new(b"EUR").unwrap_or_else(|_| unreachable!());
+        let e = |seq, payload| Entry {
+            seq,
+            epoch: 1,
+            timestamp_us: seq,
+            origin: CenterId(1),
+            bmi: Bmi::numbered("C", seq).unwrap_or_else(|_| unreachable!()),
+            payload,
+        };
+        let a1 = ledger.apply(&e(
+            1,
+            Payload::AccountOpen {
+                account: AccountId(7),
+                currency: eur,
+            },
+        ));
+        let a2 = ledger.apply(&e(
+            2,
+            Payload::AccountFund {
+                account: AccountId(7),
+                amount_minor: 99,
+            },
+        ));
+        let mut finalizer = Finalizer::with_window(3, 16, 1);
+        let mut out = Vec::new();
+        finalizer.handle_ack(CenterId(1), a1, &mut out);
+        let awaiting = vec![Awaiting {
+            seq: 2,
+            bmi: Bmi::numbered("C", 2).unwrap_or_else(|_| unreachable!()),
+            outcome: a2.outcome,
+            submitted_at_us: 5,
+        }];
+        let bytes = encode(&ledger, &finalizer, &[a1, a2], &awaiting);
+        let dir = std::env::temp_dir().join(format!("rtgs-ckpt-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+        let path = path_for(&dir, CenterId(2));
+        assert!(matches!(read(&path), Ok(None)));
+        write(&path, &bytes).unwrap_or_else(|e| panic!("{e}"));
+        let back = read(&path)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .unwrap_or_else(|| panic!("missing"));
+        assert_eq!(back.ledger, ledger);
+        assert_eq!(back.ack_log, vec![a1, a2]);
+        assert_eq!(back.awaiting[0].seq, 2);
+        assert_eq!(
+            back.awaiting[0].submitted_at_us, 0,
+            "submit times do not survive a restart"
+        );
+        assert_eq!(
+            back.finalizer.status(1),
+            rtgs_core::finalizer::SeqStatus::Pending { acks: 1 }
+        );
+        let mut bad = bytes.clone();
+        let n = bad.len();
+        bad[n / 2] ^= 1;
+        write(&path, &bad).unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(read(&path), Err(CheckpointError::Corrupt { .. })));
+        let _ = fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,1037 @@
+//! The embedded runtime: a whole cluster in one process, as a pipeline of threads joined by
+//! bounded crossbeam queues.
+//!
+//! ```text
+//! submitters ─▶ [submit q] ─▶ SEQUENCER ─▶ [write q] ─▶ JOURNAL WRITER (append, fdatasync)
+//!                                                          │ (only after the fsync)
+//!                          ┌───────────────────────────────┼───────────────────────────┐
+//!                          ▼                               ▼                           ▼
+//!                    [journal q DC1]                 [journal q DC2]             [journal q DC3]
+//!                    CENTER DC1 ◀── acks ──▶ CENTER DC2 ◀── acks ──▶ CENTER DC3   (each: gap buffer,
+//!                          │                                                       ledger, finalizer)
+//!                          └──── own-origin finals ──▶ [event q] ─▶ client     CHECKPOINTER (fsync)
+//! ```
+//!
+//! Each center thread applies the journal and runs its own finalizer over the acks of all three
+//! centers; acks go to peers only after they are computed, finality is announced only by the
+//! entry's origin center. More cores ⇒ the stages run in parallel.
+//!
+//! **Restart**: the journal's torn tail is cut; each center loads its checkpoint (ledger at its
+//! durable watermark, finalizer tallies, its own acks some finalizer may still need, own-origin
+//! outcomes not yet announced), re-sends those acks, replays the journal from the watermark + 1,
+//! and goes on. The sequencer rebuilds its dedupe window from the journal's tail and takes the
+//! next epoch. Nothing is applied twice: the watermark and the state are in one atomic file.
+//!
+//! **Ack retention**: a center keeps its acks for seqs at or above the lowest *durable*
+//! `seq_unfinal_first` of all finalizers; any finalizer restored from any checkpoint therefore
+//! finds every ack it lacks either in those retained acks or in the replay.
+
+use crate::checkpoint::{self, Awaiting};
+use crate::journal::{Journal, JournalError, JournalReader, JournalTail};
+use crate::limits::*;
+use crossbeam_channel::{
+    bounded, Receiver, RecvTimeoutError, Select, Sender, TryRecvError, TrySendError,
+};
+use rtgs_core::codec;
+use rtgs_core::entry::{Bmi, CenterId, Command, Entry, Outcome, Seq};
+use rtgs_core::finalizer::{AckResult, Finality, Finalizer, SeqStatus};
+use rtgs_core::gap_buffer::{gap_buffer, GapConsumer, GapProducer, Insert};
+use rtgs_core::ledger::{Applied, Ledger};
+use rtgs_core::limits::{DEDUPE_WINDOW_ENTRIES, SEQUENCER_BATCH_ENTRIES_MAX};
+use rtgs_core::sequencer::{Admission, Sequencer};
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// How the cluster is laid out on disk and how often it checkpoints.
+#[derive(Clone, Debug)]
+pub struct ClusterConfig {
+    pub data_dir: PathBuf,
+    pub centers: usize,
+    pub checkpoint_interval_entries: u64,
+    pub segment_bytes_max: u64,
+}
+
+impl ClusterConfig {
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        ClusterConfig {
+            data_dir: data_dir.into(),
+            centers: 3,
+            checkpoint_interval_entries: CHECKPOINT_INTERVAL_ENTRIES,
+            segment_bytes_max: SEGMENT_BYTES_MAX,
+        }
+    }
+}
+
+/// The cluster's clock: wall-clock microseconds that never run backwards (monotonic from start).
+pub struct Clock {
+    start: Instant,
+    wall_us_at_start: u64,
+}
+
+impl Clock {
+    pub fn new() -> Self {
+        let wall = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_micros() as u64)
+            .unwrap_or(0);
+        Clock {
+            start: Instant::now(),
+            wall_us_at_start: wall,
+        }
+    }
+    pub fn now_us(&self) -> u64 {
+        self.wall_us_at_start + self.start.elapsed().as_micros() as u64
+    }
+}
+
+impl Default for Clock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Commands handed to the sequencer together, with their submit times (cluster clock, µs).
+pub struct Submission {
+    pub commands: Vec<Command>,
+    pub submitted_at_us: Vec<u64>,
+}
+
+/// A durable batch as delivered to every center.
+pub struct JournalBatch {
+    pub entries: Vec<Entry>,
+    /// Per entry: when it was submitted (0 for sequencer-made entries). Not part of the journal.
+    pub submitted_at_us: Vec<u64>,
+}
+
+struct WriteJob {
+    frames: Vec<u8>,
+    batch: Arc<JournalBatch>,
+}
+
+struct AckBatch {
+    center: CenterId,
+    items: Vec<Applied>,
+}
+
+/// Final status of an own-origin entry, announced once by its origin center.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Notice {
+    pub center: CenterId,
+    pub seq: Seq,
+    pub bmi: Bmi,
+    pub outcome: Outcome,
+    /// 0 when unknown (the entry was submitted before a restart).
+    pub submitted_at_us: u64,
+}
+
+/// A command the sequencer did not journal (a retry or a conflicting reuse of a `bmi`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    pub bmi: Bmi,
+    pub admission: Admission,
+    pub submitted_at_us: u64,
+}
+
+/// What the cluster tells its client.
+#[derive(Clone, Debug)]
+pub enum ClientEvent {
+    Final(Vec<Notice>),
+    Refused(Vec<Refusal>),
+    /// Two centers disagree: finality has halted. Never expected; the node must be inspected.
+    Divergence(String),
+}
+
+/// One center's state when the cluster stopped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CenterReport {
+    pub id: CenterId,
+    pub seq_applied: Seq,
+    pub state_hash: u64,
+    pub balance_total_minor: u128,
+    pub funded_total_minor: u128,
+    pub conserved: bool,
+    /// Every seq up to this one is final in this center's finalizer.
+    pub seq_final_through: Seq,
+    pub finalized_total: u64,
+    pub divergences_total: u64,
+    pub gap_pulls: u64,
+    pub checkpoints_written: u64,
+    /// Seq the center resumed from at start (its durable watermark).
+    pub seq_resumed_from: Seq,
+}
+
+#[derive(Clone, Debug)]
+pub struct ClusterReport {
+    pub centers: Vec<CenterReport>,
+    pub journal_seq_last: Seq,
+    /// Fatal errors of any thread (I/O failures, invariant violations).
+    pub errors: Vec<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    #[error(transparent)]
+    Checkpoint(#[from] checkpoint::CheckpointError),
+    #[error("center {center} checkpoint is at seq {checkpoint} but the journal ends at {journal}: journal lost durable entries")]
+    AheadOfJournal {
+        center: CenterId,
+        checkpoint: Seq,
+        journal: Seq,
+    },
+    #[error("centers must be 1 to {max}", max = rtgs_core::limits::CENTER_COUNT_MAX)]
+    Centers,
+    #[error("cannot start thread: {0}")]
+    Thread(std::io::Error),
+}
+
+struct Shared {
+    /// Per finalizer: `seq_unfinal_first` as of its latest durable checkpoint.
+    durable_unfinal_first: Vec<AtomicU64>,
+    diverged: AtomicBool,
+}
+
+impl Shared {
+    fn ack_floor(&self) -> Seq {
+        self.durable_unfinal_first
+            .iter()
+            .map(|a| a.load(Ordering::Acquire))
+            .min()
+            .unwrap_or(1)
+    }
+}
+
+/// Hands commands to the sequencer. Clone freely; the cluster drains when every clone is dropped.
+#[derive(Clone)]
+pub struct Submitter {
+    tx: Sender<Submission>,
+    clock: Arc<Clock>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("the cluster is not accepting submissions (stopped or failed)")]
+pub struct Closed;
+
+impl Submitter {
+    /// Submits up to [`SUBMISSION_COMMANDS_MAX`] commands stamped now; blocks while the queue is
+    /// full (back-pressure).
+    pub fn submit(&self, commands: Vec<Command>) -> Result<(), Closed> {
+        let now = self.clock.now_us();
+        let submitted_at_us = vec![now; commands.len()];
+        self.submit_at(commands, submitted_at_us)
+    }
+
+    /// Submits with explicit submit times (open-loop load generators use the intended time).
+    pub fn submit_at(
+        &self,
+        commands: Vec<Command>,
+        submitted_at_us: Vec<u64>,
+    ) -> Result<(), Closed> {
+        assert_eq!(commands.len(), submitted_at_us.len());
+        assert!(
+            commands.len() <= SUBMISSION_COMMANDS_MAX,
+            "submission over SUBMISSION_COMMANDS_MAX"
+        );
+        self.tx
+            .send(Submission {
+                commands,
+                submitted_at_us,
+            })
+            .map_err(|_| Closed)
+    }
+
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+}
+
+/// What was found on disk at start.
+#[derive(Clone, Debug)]
+pub struct Recovery {
+    pub journal: JournalTail,
+    /// Per center: the seq its checkpoint was at (0: none).
+    pub center_watermarks: Vec<Seq>,
+    pub epoch: u32,
+}
+
+pub struct Cluster {
+    submitter: Option<Submitter>,
+    events: Receiver<ClientEvent>,
+    sequencer: Option<JoinHandle<Result<(), String>>>,
+    writer: Option<JoinHandle<Result<Seq, String>>>,
+    centers: Vec<JoinHandle<Result<CenterReport, String>>>,
+    checkpointer: Option<JoinHandle<Result<(), String>>>,
+    recovery: Recovery,
+}
+
+impl Cluster {
+    /// Starts (or restarts from `data_dir`) the cluster.
+    pub fn start(config: &ClusterConfig) -> Result<Cluster, StartError> {
+        if config.centers == 0 || config.centers > rtgs_core::limits::CENTER_COUNT_MAX {
+            return Err(StartError::Centers);
+        }
+        let journal_dir = config.data_dir.join("journal");
+        let (journal, tail) = Journal::open(&journal_dir, config.segment_bytes_max)?;
+        let clock = Arc::new(Clock::new());
+
+        let mut restored = Vec::new();
+        for index in 0..config.centers {
+            let id = CenterId::from_index(index);
+            let ckpt = checkpoint::read(&checkpoint::path_for(&config.data_dir, id))?;
+            if let Some(c) = &ckpt {
+                if c.ledger.seq_applied() > tail.seq_last {
+                    return Err(StartError::AheadOfJournal {
+                        center: id,
+                        checkpoint: c.ledger.seq_applied(),
+                        journal: tail.seq_last,
+                    });
+                }
+            }
+            restored.push(ckpt);
+        }
+        let sequencer = recover_sequencer(&journal_dir, &tail)?;
+        let recovery = Recovery {
+            journal: tail.clone(),
+            center_watermarks: restored
+                .iter()
+                .map(|c| c.as_ref().map_or(0, |c| c.ledger.seq_applied()))
+                .collect(),
+            epoch: sequencer.epoch(),
+        };
+
+        let shared = Arc::new(Shared {
+            durable_unfinal_first: restored
+                .iter()
+                .map(|c| AtomicU64::new(c.as_ref().map_or(1, |c| c.finalizer.seq_unfinal_first())))
+                .collect(),
+            diverged: AtomicBool::new(false),
+        });
+
+        let (submit_tx, submit_rx) = bounded(SUBMIT_QUEUE_SUBMISSIONS);
+        let (write_tx, write_rx) = bounded(WRITE_QUEUE_BATCHES);
+        let (events_tx, events_rx) = bounded(EVENT_QUEUE_BATCHES);
+        let (ckpt_tx, ckpt_rx) = bounded::<CheckpointJob>(config.centers);
+        let (journal_txs, journal_rxs): (Vec<_>, Vec<_>) = (0..config.centers)
+            .map(|_| bounded(JOURNAL_QUEUE_BATCHES))
+            .unzip();
+        let (ack_txs, ack_rxs): (Vec<_>, Vec<_>) = (0..config.centers)
+            .map(|_| bounded(ACK_QUEUE_BATCHES))
+            .unzip();
+
+        let spawn = |name: String| std::thread::Builder::new().name(name);
+        let seq_thread = {
+            let events = events_tx.clone();
+            let clock = Arc::clone(&clock);
+            spawn("sequencer".into())
+                .spawn(move || run_sequencer(sequencer, submit_rx, write_tx, events, clock))
+                .map_err(StartError::Thread)?
+        };
+        let writer_thread = spawn("journal".into())
+            .spawn(move || run_writer(journal, write_rx, journal_txs))
+            .map_err(StartError::Thread)?;
+        let ckpt_thread = {
+            let shared = Arc::clone(&shared);
+            spawn("checkpointer".into())
+                .spawn(move || run_checkpointer(ckpt_rx, shared))
+                .map_err(StartError::Thread)?
+        };
+        let mut centers = Vec::new();
+        for (index, (journal_rx, (ack_rx, ckpt))) in journal_rxs
+            .into_iter()
+            .zip(ack_rxs.into_iter().zip(restored))
+            .enumerate()
+        {
+            let id = CenterId::from_index(index);
+            let peers = ack_txs
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != index)
+                .map(|(_, t)| t.clone())
+                .collect();
+            let center = CenterThread::new(CenterSetup {
+                id,
+                centers: config.centers,
+                checkpoint: ckpt,
+                journal_dir: journal_dir.clone(),
+                checkpoint_path: checkpoint::path_for(&config.data_dir, id),
+                replay_until: tail.seq_last,
+                checkpoint_interval: config.checkpoint_interval_entries,
+                journal_rx,
+                ack_rx,
+                peers,
+                events_tx: events_tx.clone(),
+                checkpoint_tx: ckpt_tx.clone(),
+                shared: Arc::clone(&shared),
+                clock: Arc::clone(&clock),
+            })?;
+            centers.push(
+                spawn(format!("center-{id}"))
+                    .spawn(move || center.run())
+                    .map_err(StartError::Thread)?,
+            );
+        }
+        drop((ack_txs, events_tx, ckpt_tx));
+        Ok(Cluster {
+            submitter: Some(Submitter {
+                tx: submit_tx,
+                clock,
+            }),
+            events: events_rx,
+            sequencer: Some(seq_thread),
+            writer: Some(writer_thread),
+            centers,
+            checkpointer: Some(ckpt_thread),
+            recovery,
+        })
+    }
+
+    pub fn submitter(&self) -> Submitter {
+        match &self.submitter {
+            Some(s) => s.clone(),
+            None => unreachable!("submitter is only taken by shutdown, which consumes the cluster"),
+        }
+    }
+
+    pub fn events(&self) -> &Receiver<ClientEvent> {
+        &self.events
+    }
+
+    pub fn recovery(&self) -> &Recovery {
+        &self.recovery
+    }
+
+    /// Stops accepting work, lets every center apply and finalize what was journaled, writes
+    /// final checkpoints and reports. Events still queued are discarded. Every other
+    /// [`Submitter`] clone must be dropped first, or this waits for them.
+    pub fn shutdown(mut self) -> ClusterReport {
+        self.submitter = None;
+        while self.events.recv().is_ok() {}
+        let mut errors = Vec::new();
+        fn join(errors: &mut Vec<String>, name: &str, r: std::thread::Result<Result<(), String>>) {
+            match r {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => errors.push(format!("{name}: {e}")),
+                Err(_) => errors.push(format!("{name}: thread panicked")),
+            }
+        }
+        if let Some(h) = self.sequencer.take() {
+            join(&mut errors, "sequencer", h.join());
+        }
+        let mut journal_seq_last = self.recovery.journal.seq_last;
+        if let Some(h) = self.writer.take() {
+            join(
+                &mut errors,
+                "journal",
+                h.join().map(|r| {
+                    r.map(|s| {
+                        journal_seq_last = s;
+                    })
+                }),
+            );
+        }
+        let mut centers = Vec::new();
+        for (i, h) in self.centers.drain(..).enumerate() {
+            match h.join() {
+                Ok(Ok(report)) => centers.push(report),
+                Ok(Err(e)) => errors.push(format!("center DC{}: {e}", i + 1)),
+                Err(_) => errors.push(format!("center DC{}: thread panicked", i + 1)),
+            }
+        }
+        if let Some(h) = self.checkpointer.take() {
+            join(&mut errors, "checkpointer", h.join());
+        }
+        ClusterReport {
+            centers,
+            journal_seq_last,
+            errors,
+        }
+    }
+}
+
+fn recover_sequencer(journal_dir: &Path, tail: &JournalTail) -> Result<Sequencer, JournalError> {
+    let mut sequencer = Sequencer::new(CenterId(1), 0);
+    if tail.seq_last > 0 {
+        // Rebuild the dedupe window from the journal's last DEDUPE_WINDOW_ENTRIES entries.
+        let from = tail
+            .seq_last
+            .saturating_sub(DEDUPE_WINDOW_ENTRIES as u64 / 2)
+            .max(1);
+        sequencer.resume_at(from, tail.epoch_last, tail.timestamp_last_us);
+        let mut reader = JournalReader::open(journal_dir, from)?;
+        let mut entries = Vec::new();
+        while reader.next_batch(&mut entries)? {
+            for e in entries.drain(..) {
+                if e.seq > tail.seq_last {
+                    break;
+                }
+                sequencer.recover(&e);
+            }
+        }
+    }
+    // Every start is a new leader term; the epoch fences whatever ran before.
+    sequencer.begin_epoch(tail.epoch_last + 1);
+    Ok(sequencer)
+}
+
+fn run_sequencer(
+    mut sequencer: Sequencer,
+    rx: Receiver<Submission>,
+    tx: Sender<WriteJob>,
+    events: Sender<ClientEvent>,
+    clock: Arc<Clock>,
+) -> Result<(), String> {
+    let mut admissions = Vec::new();
+    let mut bmis = Vec::new();
+    loop {
+        let first = match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(s) => Some(s),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => return Ok(()),
+        };
+        let now = clock.now_us();
+        let mut entries = Vec::new();
+        let mut submitted_at_us = Vec::new();
+        let mut refusals = Vec::new();
+        let mut next = first;
+        while let Some(sub) = next {
+            admissions.clear();
+            bmis.clear();
+            bmis.extend(sub.commands.iter().map(|c| c.bmi));
+            sequencer.handle_commands(now, sub.commands, &mut entries, &mut admissions);
+            for ((admission, bmi), at) in admissions.iter().zip(&bmis).zip(&sub.submitted_at_us) {
+                match admission {
+                    Admission::Sequenced(_) => submitted_at_us.push(*at),
+                    other => refusals.push(Refusal {
+                        bmi: *bmi,
+                        admission: *other,
+                        submitted_at_us: *at,
+                    }),
+                }
+            }
+            next = if entries.len() < SEQUENCER_BATCH_ENTRIES_MAX {
+                rx.try_recv().ok()
+            } else {
+                None
+            };
+        }
+        if entries.is_empty() {
+            if let Some(tick) = sequencer.poll_tick(now) {
+                entries.push(tick);
+                submitted_at_us.push(0);
+            }
+        }
+        if !refusals.is_empty() {
+            events
+                .send(ClientEvent::Refused(refusals))
+                .map_err(|_| "client gone".to_string())?;
+        }
+        if entries.is_empty() {
+            continue;
+        }
+        let frames = encode_frames(&entries);
+        let batch = Arc::new(JournalBatch {
+            entries,
+            submitted_at_us,
+        });
+        if tx.send(WriteJob { frames, batch }).is_err() {
+            return Err("journal writer stopped; sequenced entries were not made durable".into());
+        }
+    }
+}
+
+/// Encodes a sequencer batch as one or more frames of at most ~FRAME_BODY_BYTES_TARGET.
+fn encode_frames(entries: &[Entry]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(entries.len() * 72);
+    let mut start = 0;
+    let mut bytes = 0usize;
+    for (i, e) in entries.iter().enumerate() {
+        let size = 64
+            + match &e.payload {
+                rtgs_core::entry::Payload::Plugin(c) => c.body.len(),
+                _ => 0,
+            };
+        if bytes + size > FRAME_BODY_BYTES_TARGET && i > start {
+            codec::encode_frame(&entries[start..i], &mut out);
+            start = i;
+            bytes = 0;
+        }
+        bytes += size;
+    }
+    codec::encode_frame(&entries[start..], &mut out);
+    out
+}
+
+/// Appends and fsyncs groups of batches; only then hands them to the centers.
+fn run_writer(
+    mut journal: Journal,
+    rx: Receiver<WriteJob>,
+    centers: Vec<Sender<Arc<JournalBatch>>>,
+) -> Result<Seq, String> {
+    const GROUP_BATCHES_MAX: usize = WRITE_QUEUE_BATCHES;
+    let mut group = Vec::with_capacity(GROUP_BATCHES_MAX);
+    while let Ok(job) = rx.recv() {
+        group.push(job);
+        while group.len() < GROUP_BATCHES_MAX {
+            match rx.try_recv() {
+                Ok(j) => group.push(j),
+                Err(_) => break,
+            }
+        }
+        for j in &group {
+            let (first, last) = match (j.batch.entries.first(), j.batch.entries.last()) {
+                (Some(f), Some(l)) => (f.seq, l.seq),
+                _ => continue,
+            };
+            journal
+                .append(&j.frames, first, last)
+                .map_err(|e| e.to_string())?;
+        }
+        journal.sync().map_err(|e| e.to_string())?;
+        for j in group.drain(..) {
+            for tx in &centers {
+                tx.send(Arc::clone(&j.batch))
+                    .map_err(|_| "a center stopped".to_string())?;
+            }
+        }
+    }
+    Ok(journal.seq_last())
+}
+
+struct CheckpointJob {
+    center_index: usize,
+    path: PathBuf,
+    bytes: Vec<u8>,
+    seq_unfinal_first: Seq,
+}
+
+fn run_checkpointer(rx: Receiver<CheckpointJob>, shared: Arc<Shared>) -> Result<(), String> {
+    while let Ok(job) = rx.recv() {
+        checkpoint::write(&job.path, &job.bytes).map_err(|e| e.to_string())?;
+        shared.durable_unfinal_first[job.center_index]
+            .fetch_max(job.seq_unfinal_first, Ordering::AcqRel);
+    }
+    Ok(())
+}
+
+struct CenterSetup {
+    id: CenterId,
+    centers: usize,
+    checkpoint: Option<checkpoint::CenterCheckpoint>,
+    journal_dir: PathBuf,
+    checkpoint_path: PathBuf,
+    replay_until: Seq,
+    checkpoint_interval: u64,
+    journal_rx: Receiver<Arc<JournalBatch>>,
+    ack_rx: Receiver<Arc<AckBatch>>,
+    peers: Vec<Sender<Arc<AckBatch>>>,
+    events_tx: Sender<ClientEvent>,
+    checkpoint_tx: Sender<CheckpointJob>,
+    shared: Arc<Shared>,
+    clock: Arc<Clock>,
+}
+
+struct CenterThread {
+    id: CenterId,
+    ledger: Ledger,
+    finalizer: Finalizer,
+    gap_in: GapProducer<(Entry, u64)>,
+    gap_out: GapConsumer<(Entry, u64)>,
+    ack_log: VecDeque<Applied>,
+    awaiting: VecDeque<Awaiting>,
+    peers: Vec<Sender<Arc<AckBatch>>>,
+    outbox: VecDeque<(usize, Arc<AckBatch>)>,
+    deferred: VecDeque<(CenterId, Applied)>,
+    finals: Vec<Finality>,
+    replay: Option<JournalReader>,
+    replay_until: Seq,
+    journal_dir: PathBuf,
+    checkpoint_path: PathBuf,
+    checkpoint_interval: u64,
+    applied_since_checkpoint: u64,
+    checkpoints_written: u64,
+    gap_pulls: u64,
+    seq_resumed_from: Seq,
+    journal_rx: Receiver<Arc<JournalBatch>>,
+    ack_rx: Receiver<Arc<AckBatch>>,
+    events_tx: Sender<ClientEvent>,
+    checkpoint_tx: Sender<CheckpointJob>,
+    shared: Arc<Shared>,
+    clock: Arc<Clock>,
+}
+
+impl CenterThread {
+    fn new(s: CenterSetup) -> Result<Self, StartError> {
+        let (ledger, finalizer, ack_log, awaiting) = match s.checkpoint {
+            Some(c) => (c.ledger, c.finalizer, c.ack_log.into(), c.awaiting.into()),
+            None => (
+                Ledger::new(),
+                Finalizer::new(s.centers),
+                VecDeque::new(),
+                VecDeque::new(),
+            ),
+        };
+        let seq_next = ledger.seq_applied() + 1;
+        let (gap_in, gap_out) = gap_buffer(rtgs_core::limits::GAP_BUFFER_SLOTS, seq_next);
+        let replay = if s.replay_until >= seq_next {
+            Some(JournalReader::open(&s.journal_dir, seq_next)?)
+        } else {
+            None
+        };
+        let mut center = CenterThread {
+            id: s.id,
+            seq_resumed_from: ledger.seq_applied(),
+            ledger,
+            finalizer,
+            gap_in,
+            gap_out,
+            ack_log,
+            awaiting,
+            peers: s.peers,
+            outbox: VecDeque::new(),
+            deferred: VecDeque::new(),
+            finals: Vec::new(),
+            replay,
+            replay_until: s.replay_until,
+            journal_dir: s.journal_dir,
+            checkpoint_path: s.checkpoint_path,
+            checkpoint_interval: s.checkpoint_interval,
+            applied_since_checkpoint: 0,
+            checkpoints_written: 0,
+            gap_pulls: 0,
+            journal_rx: s.journal_rx,
+            ack_rx: s.ack_rx,
+            events_tx: s.events_tx,
+            checkpoint_tx: s.checkpoint_tx,
+            shared: s.shared,
+            clock: s.clock,
+        };
+        center.resend_ack_log();
+        Ok(center)
+    }
+
+    /// After a restart, peers' finalizers may lack acks sent before the crash: send them again
+    /// (duplicates are recognised and ignored).
+    fn resend_ack_log(&mut self) {
+        let log: Vec<Applied> = self.ack_log.iter().copied().collect();
+        for chunk in log.chunks(BATCH_ENTRIES_MAX) {
+            let batch = Arc::new(AckBatch {
+                center: self.id,
+                items: chunk.to_vec(),
+            });
+            self.count_acks(self.id, &batch.items);
+            for p in 0..self.peers.len() {
+                self.outbox.push_back((p, Arc::clone(&batch)));
+            }
+        }
+    }
+
+    fn run(mut self) -> Result<CenterReport, String> {
+        let journal_rx = self.journal_rx.clone();
+        let ack_rx = self.ack_rx.clone();
+        let mut journal_open = true;
+        let mut acks_open = true;
+        loop {
+            self.retry_deferred();
+            loop {
+                match ack_rx.try_recv() {
+                    Ok(b) => self.count_acks(b.center, &b.items),
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => {
+                        acks_open = false;
+                        break;
+                    }
+                }
+            }
+            self.flush_outbox();
+            self.poll_gap()?;
+            if self.outbox.is_empty() && self.replay.is_some() {
+                self.replay_step()?;
+                continue;
+            }
+            if !journal_open && self.outbox.is_empty() && !self.peers.is_empty() {
+                // Done sending: dropping our senders lets the peers' ack queues close.
+                self.peers.clear();
+            }
+            if !journal_open && self.peers.is_empty() && !acks_open {
+                break;
+            }
+            let mut sel = Select::new();
+            let i_ack = acks_open.then(|| sel.recv(&ack_rx));
+            let i_journal = (journal_open && self.outbox.is_empty()).then(|| sel.recv(&journal_rx));
+            let send_to = self.outbox.front().map(|(p, _)| self.peers[*p].clone());
+            let i_send = send_to.as_ref().map(|s| sel.send(s));
+            let Ok(op) = sel.select_timeout(Duration::from_millis(50)) else {
+                continue;
+            };
+            let i = Some(op.index());
+            if i == i_ack {
+                match op.recv(&ack_rx) {
+                    Ok(b) => self.count_acks(b.center, &b.items),
+                    Err(_) => acks_open = false,
+                }
+            } else if i == i_journal {
+                match op.recv(&journal_rx) {
+                    Ok(batch) => self.handle_journal(&batch)?,
+                    Err(_) => journal_open = false,
+                }
+            } else if let (true, Some(to)) = (i == i_send, &send_to) {
+                if let Some((_, b)) = self.outbox.pop_front() {
+                    // A peer that is gone no longer needs our acks.
+                    let _ = op.send(to, b);
+                }
+            }
+        }
+        self.checkpoint(true)?;
+        Ok(self.report())
+    }
+
+    fn report(&self) -> CenterReport {
+        CenterReport {
+            id: self.id,
+            seq_applied: self.ledger.seq_applied(),
+            state_hash: self.ledger.state_hash(),
+            balance_total_minor: self.ledger.balance_total_minor(),
+            funded_total_minor: self.ledger.funded_total_minor(),
+            conserved: self.ledger.check_conservation().is_ok(),
+            seq_final_through: self.finalizer.seq_unfinal_first() - 1,
+            finalized_total: self.finalizer.finalized_total(),
+            divergences_total: self.finalizer.divergences_total(),
+            gap_pulls: self.gap_pulls,
+            checkpoints_written: self.checkpoints_written,
+            seq_resumed_from: self.seq_resumed_from,
+        }
+    }
+
+    fn flush_outbox(&mut self) {
+        while let Some((p, b)) = self.outbox.front() {
+            match self.peers[*p].try_send(Arc::clone(b)) {
+                Ok(()) | Err(TrySendError::Disconnected(_)) => {
+                    self.outbox.pop_front();
+                }
+                Err(TrySendError::Full(_)) => break,
+            }
+        }
+    }
+
+    fn replay_step(&mut self) -> Result<(), String> {
+        let mut entries = Vec::new();
+        let more = match self.replay.as_mut() {
+            Some(r) => r.next_batch(&mut entries).map_err(|e| e.to_string())?,
+            None => false,
+        };
+        for e in entries {
+            if e.seq > self.replay_until {
+                break;
+            }
+            self.ingest(e, 0)?;
+        }
+        self.drain_and_apply();
+        if !more || self.ledger.seq_applied() >= self.replay_until {
+            self.replay = None;
+        }
+        Ok(())
+    }
+
+    fn handle_journal(&mut self, batch: &JournalBatch) -> Result<(), String> {
+        for (e, at) in batch.entries.iter().zip(&batch.submitted_at_us) {
+            self.ingest(e.clone(), *at)?;
+        }
+        self.drain_and_apply();
+        Ok(())
+    }
+
+    /// Puts one delivered entry into the gap buffer; if the window is full, applies what it can
+    /// first, and if a hole blocks the window, pulls the missing entries from the journal.
+    fn ingest(&mut self, entry: Entry, submitted_at_us: u64) -> Result<(), String> {
+        let mut item = (entry, submitted_at_us);
+        loop {
+            let seq = item.0.seq;
+            match self.gap_in.insert(seq, item) {
+                Insert::Full(back) => {
+                    item = back;
+                    if self.drain_and_apply() == 0 {
+                        self.pull(self.gap_out.seq_next(), seq)?;
+                    }
+                }
+                Insert::OutOfRange => return Err(format!("delivered seq {seq} is out of range")),
+                Insert::Stored | Insert::Duplicate | Insert::Applied => return Ok(()),
+            }
+        }
+    }
+
+    /// Reads seqs `from..until` back from the durable journal into the gap buffer.
+    fn pull(&mut self, from: Seq, until: Seq) -> Result<(), String> {
+        self.gap_pulls += 1;
+        let mut reader = JournalReader::open(&self.journal_dir, from).map_err(|e| e.to_string())?;
+        let mut entries = Vec::new();
+        while reader.next_batch(&mut entries).map_err(|e| e.to_string())? {
+            if entries.last().is_some_and(|e| e.seq >= until) {
+                break;
+            }
+        }
+        for e in entries.into_iter().filter(|e| e.seq < until) {
+            if let Insert::Full(_) = self.gap_in.insert(e.seq, (e, 0)) {
+                break;
+            }
+        }
+        if self.drain_and_apply() == 0 {
+            return Err(format!("seq {from} is missing from the durable journal"));
+        }
+        Ok(())
+    }
+
+    fn poll_gap(&mut self) -> Result<(), String> {
+        if let Some(gap) = self.gap_out.poll_gap(self.clock.now_us()) {
+            self.pull(gap.seq_missing_first, gap.seq_seen_max)?;
+        }
+        Ok(())
+    }
+
+    /// Applies the contiguous run, acks it to every finalizer; returns how many were applied.
+    fn drain_and_apply(&mut self) -> usize {
+        let me = self.id;
+        let mut acks = Vec::new();
+        let (ledger, awaiting) = (&mut self.ledger, &mut self.awaiting);
+        let n = self
+            .gap_out
+            .drain(usize::MAX, 0, |_, (entry, submitted_at_us)| {
+                let applied = ledger.apply(&entry);
+                if entry.origin == me && !entry.bmi.is_none() {
+                    awaiting.push_back(Awaiting {
+                        seq: applied.seq,
+                        bmi: entry.bmi,
+                        outcome: applied.outcome,
+                        submitted_at_us,
+                    });
+                }
+                acks.push(applied);
+            });
+        if n == 0 {
+            return 0;
+        }
+        self.ack_log.extend(acks.iter().copied());
+        let batch = Arc::new(AckBatch {
+            center: me,
+            items: acks,
+        });
+        for p in 0..self.peers.len() {
+            self.outbox.push_back((p, Arc::clone(&batch)));
+        }
+        self.count_acks(me, &batch.items);
+        self.applied_since_checkpoint += n as u64;
+        if let Err(e) = self.checkpoint(false) {
+            // A checkpoint that cannot be written is retried later; the journal still holds all.
+            eprintln!("center {me}: checkpoint failed: {e}");
+        }
+        n
+    }
+
+    fn count_acks(&mut self, center: CenterId, items: &[Applied]) {
+        for (i, a) in items.iter().enumerate() {
+            if self.finalizer.handle_ack(center, *a, &mut self.finals) == AckResult::Deferred {
+                self.deferred
+                    .extend(items[i..].iter().map(|a| (center, *a)));
+                break;
+            }
+        }
+        self.after_acks();
+    }
+
+    fn retry_deferred(&mut self) {
+        while let Some(&(center, a)) = self.deferred.front() {
+            if a.seq >= self.finalizer.seq_window_end() {
+                break;
+            }
+            self.deferred.pop_front();
+            self.finalizer.handle_ack(center, a, &mut self.finals);
+        }
+        self.after_acks();
+    }
+
+    fn after_acks(&mut self) {
+        for f in self.finals.drain(..) {
+            if let Finality::Divergence {
+                seq,
+                center,
+                first,
+                reported,
+            } = f
+            {
+                let msg = format!(
+                    "finalizer {}: divergence at seq {seq}: {center} reported {reported:?}, first report was {first:?}; finality halted",
+                    self.id
+                );
+                eprintln!("{msg}");
+                self.shared.diverged.store(true, Ordering::Release);
+                let _ = self.events_tx.send(ClientEvent::Divergence(msg));
+            }
+        }
+        self.announce();
+    }
+
+    /// Announces, once, own-origin entries that are both applied here and final.
+    fn announce(&mut self) {
+        let through = self.finalizer.seq_unfinal_first();
+        let mut notices = Vec::new();
+        while let Some(w) = self.awaiting.front() {
+            if w.seq >= through {
+                break;
+            }
+            if let SeqStatus::Final(o) = self.finalizer.status(w.seq) {
+                assert_eq!(
+                    o, w.outcome,
+                    "{}: own outcome at seq {} differs from the final one",
+                    self.id, w.seq
+                );
+            }
+            notices.push(Notice {
+                center: self.id,
+                seq: w.seq,
+                bmi: w.bmi,
+                outcome: w.outcome,
+                submitted_at_us: w.submitted_at_us,
+            });
+            self.awaiting.pop_front();
+        }
+        if !notices.is_empty() {
+            // The client going away is not this center's failure.
+            let _ = self.events_tx.send(ClientEvent::Final(notices));
+        }
+    }
+
+    fn checkpoint(&mut self, now: bool) -> Result<(), String> {
+        let floor = self.shared.ack_floor();
+        while self.ack_log.front().is_some_and(|a| a.seq < floor) {
+            self.ack_log.pop_front();
+        }
+        if !now && self.applied_since_checkpoint < self.checkpoint_interval {
+            return Ok(());
+        }
+        let bytes = checkpoint::encode(
+            &self.ledger,
+            &self.finalizer,
+            self.ack_log.make_contiguous(),
+            self.awaiting.make_contiguous(),
+        );
+        let job = CheckpointJob {
+            center_index: self.id.index(),
+            path: self.checkpoint_path.clone(),
+            bytes,
+            seq_unfinal_first: self.finalizer.seq_unfinal_first(),
+        };
+        if now {
+            checkpoint::write(&job.path, &job.bytes).map_err(|e| e.to_string())?;
+        } else if self.checkpoint_tx.try_send(job).is_err() {
+            // The checkpointer is busy: try again after the next batch.
+            return Ok(());
+        }
+        self.applied_since_checkpoint = 0;
+        self.checkpoints_written += 1;
+        Ok(())
+    }
+}

@@ -1,0 +1,499 @@
+//! `rtgs demo`: start the embedded cluster, drive it with an open- or closed-loop load, report.
+//!
+//! Setup (open and fund `--accounts` accounts) runs to finality first; then `--transfers`
+//! transfers between random accounts (about 0.5% to an unknown account, so some are rejected
+//! AC01; others run out of funds, AM04) are submitted through the three centers in turn.
+//! Latency is submit → final as announced by the origin center; with `--rate` it is measured
+//! from each transfer's *intended* send time, so a stalled pipeline cannot hide its queueing
+//! (no coordinated omission).
+
+use anyhow::{bail, Context};
+use clap::Args;
+use hdrhistogram::Histogram;
+use rtgs_core::entry::{AccountId, Bmi, CenterId, Command, Currency, Outcome, Payload, Transfer};
+use rtgs_core::prng::Prng;
+use rtgs_embedded::cluster::{ClientEvent, Cluster, ClusterConfig, ClusterReport, Submitter};
+use rtgs_embedded::limits::SUBMISSION_COMMANDS_MAX;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+#[derive(Args, Clone, Debug)]
+pub struct DemoArgs {
+    /// Transfers to submit after setup.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub transfers: u64,
+    /// Accounts to open and fund before the transfers.
+    #[arg(long, default_value_t = 10_000)]
+    pub accounts: u64,
+    /// Offered load in transfers per second (open loop); 0 = as fast as the cluster takes them.
+    #[arg(long, default_value_t = 0)]
+    pub rate: u64,
+    /// Seed of the load generator (same seed, same transfers).
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Where the journal and checkpoints live. Kept afterwards; a later run resumes from it.
+    /// Default: a temporary directory, removed at the end.
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// Print the report as one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Centers in the embedded cluster.
+    #[arg(long, default_value_t = 3)]
+    pub centers: usize,
+}
+
+const CURRENCY: &[u8; 3] = b"EUR";
+const FUNDING_MINOR: u64 = 100_000;
+const AMOUNT_MINOR_MAX: u64 = 5_000;
+/// One transfer in this many goes to an account that does not exist (rejected AC01).
+const UNKNOWN_CREDITOR_ONE_IN: u64 = 200;
+
+#[derive(Serialize)]
+struct Latency {
+    p50: u64,
+    p99: u64,
+    p999: u64,
+    max: u64,
+}
+
+#[derive(Serialize)]
+struct CenterJson {
+    id: String,
+    seq_applied: u64,
+    state_hash: String,
+    balance_total_minor: String,
+    funded_total_minor: String,
+    seq_final_through: u64,
+    finalized_total: u64,
+    seq_resumed_from: u64,
+    checkpoints_written: u64,
+}
+
+#[derive(Serialize)]
+struct Report {
+    submitted: u64,
+    settled: u64,
+    rejected: u64,
+    rejected_by_reason: BTreeMap<String, u64>,
+    finalized: u64,
+    refused: u64,
+    setup_entries: u64,
+    elapsed_s: f64,
+    throughput_per_s: f64,
+    offered_rate_per_s: u64,
+    latency_us: Latency,
+    centers: Vec<CenterJson>,
+    journal_seq_last: u64,
+    resumed_from_seq: u64,
+    consistent: bool,
+    conserved: bool,
+    divergences: u64,
+    errors: Vec<String>,
+    peak_rss_mib: f64,
+    data_dir: String,
+}
+
+pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
+    if args.accounts < 2 {
+        bail!("--accounts must be at least 2");
+    }
+    let (data_dir, temporary) = match &args.data_dir {
+        Some(d) => (d.clone(), false),
+        None => {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.subsec_nanos())
+                .unwrap_or(0);
+            (
+                std::env::temp_dir().join(format!("rtgs-demo-{}-{nanos}", std::process::id())),
+                true,
+            )
+        }
+    };
+    let mut config = ClusterConfig::new(&data_dir);
+    config.centers = args.centers;
+    let cluster = Cluster::start(&config)
+        .with_context(|| format!("starting the cluster in {}", data_dir.display()))?;
+    let resumed_from = cluster.recovery().journal.seq_last;
+    if !args.json {
+        eprintln!(
+            "rtgs demo: {} centers, data dir {}{}, journal resumes after seq {resumed_from}, epoch {}",
+            args.centers,
+            data_dir.display(),
+            if temporary { " (temporary)" } else { "" },
+            cluster.recovery().epoch
+        );
+    }
+    let outcome = drive(&args, &cluster, resumed_from);
+    let cluster_report = cluster.shutdown();
+    if temporary {
+        let _ = std::fs::remove_dir_all(&data_dir);
+    }
+    let run = outcome?;
+    let report = build_report(&args, run, cluster_report, resumed_from, &data_dir);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_human(&report);
+    }
+    let ok = report.consistent
+        && report.conserved
+        && report.errors.is_empty()
+        && report.divergences == 0
+        && report.finalized == report.submitted;
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+struct Run {
+    submitted: u64,
+    settled: u64,
+    rejected: u64,
+    refused: u64,
+    reasons: BTreeMap<String, u64>,
+    setup_entries: u64,
+    elapsed: Duration,
+    latency: Histogram<u64>,
+    divergences: u64,
+}
+
+fn drive(args: &DemoArgs, cluster: &Cluster, run_id: u64) -> anyhow::Result<Run> {
+    let currency = Currency::new(CURRENCY)?;
+    let centers = args.centers as u64;
+    let origin = |n: u64| CenterId((n % centers) as u8 + 1);
+    // Setup: open and fund every account, then wait until all of it is final.
+    let mut setup = Vec::new();
+    for a in 1..=args.accounts {
+        setup.push(Command {
+            origin: origin(a),
+            bmi: Bmi::numbered(&format!("O{run_id:x}-"), a)?,
+            payload: Payload::AccountOpen {
+                account: AccountId(a),
+                currency,
+            },
+        });
+        setup.push(Command {
+            origin: origin(a),
+            bmi: Bmi::numbered(&format!("F{run_id:x}-"), a)?,
+            payload: Payload::AccountFund {
+                account: AccountId(a),
+                amount_minor: FUNDING_MINOR,
+            },
+        });
+    }
+    let setup_entries = setup.len() as u64;
+    let submitter = cluster.submitter();
+    let setup_thread = std::thread::spawn(move || -> anyhow::Result<()> {
+        let mut it = setup.into_iter().peekable();
+        while it.peek().is_some() {
+            let chunk: Vec<Command> = it.by_ref().take(SUBMISSION_COMMANDS_MAX).collect();
+            submitter.submit(chunk)?;
+        }
+        Ok(())
+    });
+    let mut ignored = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
+    let setup_run = collect(cluster, setup_entries, None, &mut ignored, args.json)?;
+    setup_thread
+        .join()
+        .map_err(|_| anyhow::anyhow!("setup submitter panicked"))??;
+    if setup_run.divergences > 0 {
+        bail!("divergence during setup");
+    }
+
+    // Transfers.
+    let started = Instant::now();
+    let generator = {
+        let submitter = cluster.submitter();
+        let args = args.clone();
+        std::thread::Builder::new()
+            .name("load".into())
+            .spawn(move || generate(&args, run_id, submitter, currency))
+            .context("starting the load generator")?
+    };
+    let mut latency = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
+    let mut run = collect(
+        cluster,
+        args.transfers,
+        Some(started),
+        &mut latency,
+        args.json,
+    )?;
+    generator
+        .join()
+        .map_err(|_| anyhow::anyhow!("load generator panicked"))??;
+    run.elapsed = started.elapsed();
+    run.latency = latency;
+    run.setup_entries = setup_entries;
+    Ok(run)
+}
+
+/// Submits the transfers: as fast as accepted, or paced to `rate` per second (open loop).
+fn generate(
+    args: &DemoArgs,
+    run_id: u64,
+    submitter: Submitter,
+    currency: Currency,
+) -> anyhow::Result<()> {
+    let mut prng = Prng::new(args.seed);
+    let prefix = format!("T{run_id:x}-");
+    let centers = args.centers as u64;
+    let chunk = if args.rate == 0 {
+        SUBMISSION_COMMANDS_MAX as u64
+    } else {
+        (args.rate / 5_000).clamp(1, SUBMISSION_COMMANDS_MAX as u64)
+    };
+    let start_us = submitter.clock().now_us();
+    let mut n = 0u64;
+    while n < args.transfers {
+        let count = chunk.min(args.transfers - n);
+        let mut commands = Vec::with_capacity(count as usize);
+        let mut at = Vec::with_capacity(count as usize);
+        for i in n..n + count {
+            let debtor = 1 + prng.below(args.accounts);
+            let mut creditor = 1 + prng.below(args.accounts - 1);
+            if creditor >= debtor {
+                creditor += 1;
+            }
+            if prng.below(UNKNOWN_CREDITOR_ONE_IN) == 0 {
+                creditor = args.accounts + 1 + prng.below(1_000);
+            }
+            commands.push(Command {
+                origin: CenterId((i % centers) as u8 + 1),
+                bmi: Bmi::numbered(&prefix, i)?,
+                payload: Payload::Transfer(Transfer {
+                    debtor: AccountId(debtor),
+                    creditor: AccountId(creditor),
+                    amount_minor: 1 + prng.below(AMOUNT_MINOR_MAX),
+                    currency,
+                }),
+            });
+            at.push(if args.rate == 0 {
+                0
+            } else {
+                start_us + i * 1_000_000 / args.rate
+            });
+        }
+        if args.rate == 0 {
+            submitter.submit(commands)?;
+        } else {
+            // Send when the last transfer of the chunk is due; each keeps its intended time.
+            let due = at[at.len() - 1];
+            loop {
+                let now = submitter.clock().now_us();
+                if now >= due {
+                    break;
+                }
+                let wait = due - now;
+                if wait > 200 {
+                    std::thread::sleep(Duration::from_micros(wait - 100));
+                } else {
+                    std::thread::yield_now();
+                }
+            }
+            submitter.submit_at(commands, at)?;
+        }
+        n += count;
+    }
+    Ok(())
+}
+
+/// Receives events until `expected` own notices are final; progress on stderr once a second.
+fn collect(
+    cluster: &Cluster,
+    expected: u64,
+    started: Option<Instant>,
+    latency: &mut Histogram<u64>,
+    quiet: bool,
+) -> anyhow::Result<Run> {
+    let mut run = Run {
+        submitted: expected,
+        settled: 0,
+        rejected: 0,
+        refused: 0,
+        reasons: BTreeMap::new(),
+        setup_entries: 0,
+        elapsed: Duration::ZERO,
+        latency: Histogram::new(3)?,
+        divergences: 0,
+    };
+    let clock_now = || cluster.submitter().clock().now_us();
+    let mut last_progress = Instant::now();
+    let mut last_finalized = 0u64;
+    let mut idle_since = Instant::now();
+    while run.settled + run.rejected + run.refused < expected {
+        let event = match cluster.events().recv_timeout(Duration::from_millis(250)) {
+            Ok(e) => {
+                idle_since = Instant::now();
+                Some(e)
+            }
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => None,
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => bail!("the cluster stopped"),
+        };
+        if let Some(ClientEvent::Final(notices)) = &event {
+            let now = clock_now();
+            for n in notices {
+                match n.outcome {
+                    Outcome::Accepted => run.settled += 1,
+                    Outcome::Rejected(r) => {
+                        run.rejected += 1;
+                        *run.reasons.entry(r.iso_code().to_string()).or_default() += 1;
+                    }
+                }
+                if n.submitted_at_us > 0 {
+                    latency.saturating_record(now.saturating_sub(n.submitted_at_us).max(1));
+                }
+            }
+        } else if let Some(ClientEvent::Refused(r)) = &event {
+            run.refused += r.len() as u64;
+        } else if let Some(ClientEvent::Divergence(msg)) = &event {
+            run.divergences += 1;
+            bail!("{msg}");
+        }
+        if idle_since.elapsed() > Duration::from_secs(30) {
+            bail!(
+                "no progress for 30 s: {} of {expected} final",
+                run.settled + run.rejected
+            );
+        }
+        if let (Some(start), false) = (started, quiet) {
+            if last_progress.elapsed() >= Duration::from_secs(1) {
+                let finalized = run.settled + run.rejected;
+                let rate =
+                    (finalized - last_finalized) as f64 / last_progress.elapsed().as_secs_f64();
+                eprintln!(
+                    "[{:6.1}s] finalized {:>11} of {expected} ({:>9.0}/s)  p99 {:>6} us",
+                    start.elapsed().as_secs_f64(),
+                    finalized,
+                    rate,
+                    latency.value_at_quantile(0.99)
+                );
+                last_progress = Instant::now();
+                last_finalized = finalized;
+            }
+        }
+    }
+    Ok(run)
+}
+
+fn rss_peak_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+fn build_report(
+    args: &DemoArgs,
+    run: Run,
+    cluster: ClusterReport,
+    resumed_from: u64,
+    data_dir: &std::path::Path,
+) -> Report {
+    let first = cluster.centers.first();
+    let consistent = cluster.centers.len() == args.centers
+        && cluster.centers.iter().all(|c| {
+            first.is_some_and(|f| {
+                c.seq_applied == f.seq_applied
+                    && c.state_hash == f.state_hash
+                    && c.balance_total_minor == f.balance_total_minor
+            }) && c.seq_applied == cluster.journal_seq_last
+        });
+    let conserved = !cluster.centers.is_empty()
+        && cluster
+            .centers
+            .iter()
+            .all(|c| c.conserved && c.balance_total_minor == c.funded_total_minor);
+    let finalized = run.settled + run.rejected;
+    let secs = run.elapsed.as_secs_f64().max(1e-9);
+    Report {
+        submitted: run.submitted,
+        settled: run.settled,
+        rejected: run.rejected,
+        rejected_by_reason: run.reasons,
+        finalized,
+        refused: run.refused,
+        setup_entries: run.setup_entries,
+        elapsed_s: (secs * 1000.0).round() / 1000.0,
+        throughput_per_s: (finalized as f64 / secs).round(),
+        offered_rate_per_s: args.rate,
+        latency_us: Latency {
+            p50: run.latency.value_at_quantile(0.5),
+            p99: run.latency.value_at_quantile(0.99),
+            p999: run.latency.value_at_quantile(0.999),
+            max: run.latency.max(),
+        },
+        centers: cluster
+            .centers
+            .iter()
+            .map(|c| CenterJson {
+                id: c.id.to_string(),
+                seq_applied: c.seq_applied,
+                state_hash: format!("{:016x}", c.state_hash),
+                balance_total_minor: c.balance_total_minor.to_string(),
+                funded_total_minor: c.funded_total_minor.to_string(),
+                seq_final_through: c.seq_final_through,
+                finalized_total: c.finalized_total,
+                seq_resumed_from: c.seq_resumed_from,
+                checkpoints_written: c.checkpoints_written,
+            })
+            .collect(),
+        journal_seq_last: cluster.journal_seq_last,
+        resumed_from_seq: resumed_from,
+        consistent,
+        conserved,
+        divergences: run.divergences
+            + cluster
+                .centers
+                .iter()
+                .map(|c| c.divergences_total)
+                .sum::<u64>(),
+        errors: cluster.errors,
+        peak_rss_mib: (rss_peak_mib() * 10.0).round() / 10.0,
+        data_dir: data_dir.display().to_string(),
+    }
+}
+
+fn print_human(r: &Report) {
+    println!("rtgs demo report");
+    println!("  submitted          {:>12}", r.submitted);
+    println!("  settled (ACCC)     {:>12}", r.settled);
+    println!(
+        "  rejected (RJCT)    {:>12}  {:?}",
+        r.rejected, r.rejected_by_reason
+    );
+    println!("  finalized          {:>12}", r.finalized);
+    println!("  elapsed            {:>12.3} s", r.elapsed_s);
+    println!(
+        "  throughput         {:>12.0} finalized/s",
+        r.throughput_per_s
+    );
+    println!(
+        "  latency submit→final  p50 {} us  p99 {} us  p999 {} us  max {} us",
+        r.latency_us.p50, r.latency_us.p99, r.latency_us.p999, r.latency_us.max
+    );
+    println!("  centers:");
+    for c in &r.centers {
+        println!(
+            "    {}  seq_applied {}  state_hash {}  balance_total_minor {}  final_through {}",
+            c.id, c.seq_applied, c.state_hash, c.balance_total_minor, c.seq_final_through
+        );
+    }
+    println!("  consistent         {}", r.consistent);
+    println!("  conserved          {}", r.conserved);
+    println!("  peak RSS           {:.1} MiB", r.peak_rss_mib);
+    for e in &r.errors {
+        println!("  error: {e}");
+    }
+}
