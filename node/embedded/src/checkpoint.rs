@@ -44,22 +44,32 @@ pub fn path_for(dir: &Path, center: rtgs_core::entry::CenterId) -> PathBuf {
     dir.join(format!("center-{center}.checkpoint"))
 }
 
-/// Encodes a checkpoint (cheap; done on the center's thread).
-pub fn encode(
-    ledger: &Ledger,
-    finalizer: &Finalizer,
-    ack_log: &[Applied],
+/// Encodes the ledger and finalizer part (on the center's thread: a few hundred KB at most).
+pub fn encode_state(ledger: &Ledger, finalizer: &Finalizer) -> Vec<u8> {
+    let mut state = Vec::with_capacity(64 + ledger.accounts().len() * 24);
+    ledger.encode(&mut state);
+    finalizer.encode(&mut state);
+    state
+}
+
+/// Encodes a whole checkpoint from its parts (on the checkpointer's thread).
+pub fn encode<'a>(
+    state: &[u8],
+    ack_log: impl IntoIterator<Item = &'a Applied>,
     awaiting: &[Awaiting],
 ) -> Vec<u8> {
-    let mut body = Vec::with_capacity(64 + ledger.accounts().len() * 24 + ack_log.len() * 18);
-    ledger.encode(&mut body);
-    finalizer.encode(&mut body);
-    body.extend_from_slice(&(ack_log.len() as u64).to_le_bytes());
+    let mut body = Vec::with_capacity(state.len() + 64);
+    body.extend_from_slice(state);
+    let count_at = body.len();
+    body.extend_from_slice(&0u64.to_le_bytes());
+    let mut count = 0u64;
     for a in ack_log {
         body.extend_from_slice(&a.seq.to_le_bytes());
         body.extend_from_slice(&a.outcome.code().to_le_bytes());
         body.extend_from_slice(&a.state_hash.to_le_bytes());
+        count += 1;
     }
+    body[count_at..count_at + 8].copy_from_slice(&count.to_le_bytes());
     body.extend_from_slice(&(awaiting.len() as u64).to_le_bytes());
     for w in awaiting {
         body.extend_from_slice(&w.seq.to_le_bytes());
@@ -78,10 +88,7 @@ pub fn encode(
 
 /// Atomically replaces the checkpoint at `path` with `bytes`.
 pub fn write(path: &Path, bytes: &[u8]) -> Result<(), CheckpointError> {
-    let io = |source| CheckpointError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
+    let io = |source| CheckpointError::Io { path: path.to_path_buf(), source };
     let tmp = path.with_extension("checkpoint.tmp");
     let mut f = File::create(&tmp).map_err(io)?;
     f.write_all(bytes).map_err(io)?;
@@ -99,19 +106,9 @@ pub fn read(path: &Path) -> Result<Option<CenterCheckpoint>, CheckpointError> {
     let bytes = match fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => {
-            return Err(CheckpointError::Io {
-                path: path.to_path_buf(),
-                source,
-            })
-        }
+        Err(source) => return Err(CheckpointError::Io { path: path.to_path_buf(), source }),
     };
-    decode(&bytes)
-        .map(Some)
-        .map_err(|reason| CheckpointError::Corrupt {
-            path: path.to_path_buf(),
-            reason,
-        })
+    decode(&bytes).map(Some).map_err(|reason| CheckpointError::Corrupt { path: path.to_path_buf(), reason })
 }
 
 fn decode(bytes: &[u8]) -> Result<CenterCheckpoint, &'static str> {
@@ -120,10 +117,7 @@ fn decode(bytes: &[u8]) -> Result<CenterCheckpoint, &'static str> {
     }
     let len = u64::from_le_bytes(bytes[8..16].try_into().map_err(|_| "header")?) as usize;
     let crc = u32::from_le_bytes(bytes[16..20].try_into().map_err(|_| "header")?);
-    let body = bytes
-        .get(20..)
-        .filter(|b| b.len() == len)
-        .ok_or("length mismatch")?;
+    let body = bytes.get(20..).filter(|b| b.len() == len).ok_or("length mismatch")?;
     if crc32fast::hash(body) != crc {
         return Err("checksum mismatch");
     }
@@ -150,11 +144,7 @@ fn decode(bytes: &[u8]) -> Result<CenterCheckpoint, &'static str> {
         if seq > ledger.seq_applied() {
             return Err("ack beyond the applied watermark");
         }
-        ack_log.push(Applied {
-            seq,
-            outcome,
-            state_hash,
-        });
+        ack_log.push(Applied { seq, outcome, state_hash });
     }
     let n = u64_of(take(8)?);
     let mut awaiting = Vec::new();
@@ -163,22 +153,12 @@ fn decode(bytes: &[u8]) -> Result<CenterCheckpoint, &'static str> {
         let len = usize::from(take(1)?[0]);
         let bmi = Bmi::new(take(len)?).map_err(|_| "awaiting bmi")?;
         let outcome = Outcome::from_code(u16_of(take(2)?)).ok_or("awaiting outcome")?;
-        awaiting.push(Awaiting {
-            seq,
-            bmi,
-            outcome,
-            submitted_at_us: 0,
-        });
+        awaiting.push(Awaiting { seq, bmi, outcome, submitted_at_us: 0 });
     }
     if !r.is_empty() {
         return Err("trailing bytes");
     }
-    Ok(CenterCheckpoint {
-        ledger,
-        finalizer,
-        ack_log,
-        awaiting,
-    })
+    Ok(CenterCheckpoint { ledger, finalizer, ack_log, awaiting })
 }
 
 #[cfg(test)]
@@ -198,20 +178,8 @@ mod tests {
             bmi: Bmi::numbered("C", seq).unwrap_or_else(|_| unreachable!()),
             payload,
         };
-        let a1 = ledger.apply(&e(
-            1,
-            Payload::AccountOpen {
-                account: AccountId(7),
-                currency: eur,
-            },
-        ));
-        let a2 = ledger.apply(&e(
-            2,
-            Payload::AccountFund {
-                account: AccountId(7),
-                amount_minor: 99,
-            },
-        ));
+        let a1 = ledger.apply(&e(1, Payload::AccountOpen { account: AccountId(7), currency: eur }));
+        let a2 = ledger.apply(&e(2, Payload::AccountFund { account: AccountId(7), amount_minor: 99 }));
         let mut finalizer = Finalizer::with_window(3, 16, 1);
         let mut out = Vec::new();
         finalizer.handle_ack(CenterId(1), a1, &mut out);
@@ -221,26 +189,18 @@ mod tests {
             outcome: a2.outcome,
             submitted_at_us: 5,
         }];
-        let bytes = encode(&ledger, &finalizer, &[a1, a2], &awaiting);
+        let bytes = encode(&encode_state(&ledger, &finalizer), &[a1, a2], &awaiting);
         let dir = std::env::temp_dir().join(format!("rtgs-ckpt-{}", std::process::id()));
         fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
         let path = path_for(&dir, CenterId(2));
         assert!(matches!(read(&path), Ok(None)));
         write(&path, &bytes).unwrap_or_else(|e| panic!("{e}"));
-        let back = read(&path)
-            .unwrap_or_else(|e| panic!("{e}"))
-            .unwrap_or_else(|| panic!("missing"));
+        let back = read(&path).unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|| panic!("missing"));
         assert_eq!(back.ledger, ledger);
         assert_eq!(back.ack_log, vec![a1, a2]);
         assert_eq!(back.awaiting[0].seq, 2);
-        assert_eq!(
-            back.awaiting[0].submitted_at_us, 0,
-            "submit times do not survive a restart"
-        );
-        assert_eq!(
-            back.finalizer.status(1),
-            rtgs_core::finalizer::SeqStatus::Pending { acks: 1 }
-        );
+        assert_eq!(back.awaiting[0].submitted_at_us, 0, "submit times do not survive a restart");
+        assert_eq!(back.finalizer.status(1), rtgs_core::finalizer::SeqStatus::Pending { acks: 1 });
         let mut bad = bytes.clone();
         let n = bad.len();
         bad[n / 2] ^= 1;

@@ -29,9 +29,7 @@
 use crate::checkpoint::{self, Awaiting};
 use crate::journal::{Journal, JournalError, JournalReader, JournalTail};
 use crate::limits::*;
-use crossbeam_channel::{
-    bounded, Receiver, RecvTimeoutError, Select, Sender, TryRecvError, TrySendError,
-};
+use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Select, Sender, TryRecvError, TrySendError};
 use rtgs_core::codec;
 use rtgs_core::entry::{Bmi, CenterId, Command, Entry, Outcome, Seq};
 use rtgs_core::finalizer::{AckResult, Finality, Finalizer, SeqStatus};
@@ -74,14 +72,8 @@ pub struct Clock {
 
 impl Clock {
     pub fn new() -> Self {
-        let wall = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_micros() as u64)
-            .unwrap_or(0);
-        Clock {
-            start: Instant::now(),
-            wall_us_at_start: wall,
-        }
+        let wall = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0);
+        Clock { start: Instant::now(), wall_us_at_start: wall }
     }
     pub fn now_us(&self) -> u64 {
         self.wall_us_at_start + self.start.elapsed().as_micros() as u64
@@ -179,11 +171,7 @@ pub enum StartError {
     #[error(transparent)]
     Checkpoint(#[from] checkpoint::CheckpointError),
     #[error("center {center} checkpoint is at seq {checkpoint} but the journal ends at {journal}: journal lost durable entries")]
-    AheadOfJournal {
-        center: CenterId,
-        checkpoint: Seq,
-        journal: Seq,
-    },
+    AheadOfJournal { center: CenterId, checkpoint: Seq, journal: Seq },
     #[error("centers must be 1 to {max}", max = rtgs_core::limits::CENTER_COUNT_MAX)]
     Centers,
     #[error("cannot start thread: {0}")]
@@ -198,11 +186,7 @@ struct Shared {
 
 impl Shared {
     fn ack_floor(&self) -> Seq {
-        self.durable_unfinal_first
-            .iter()
-            .map(|a| a.load(Ordering::Acquire))
-            .min()
-            .unwrap_or(1)
+        self.durable_unfinal_first.iter().map(|a| a.load(Ordering::Acquire)).min().unwrap_or(1)
     }
 }
 
@@ -227,22 +211,10 @@ impl Submitter {
     }
 
     /// Submits with explicit submit times (open-loop load generators use the intended time).
-    pub fn submit_at(
-        &self,
-        commands: Vec<Command>,
-        submitted_at_us: Vec<u64>,
-    ) -> Result<(), Closed> {
+    pub fn submit_at(&self, commands: Vec<Command>, submitted_at_us: Vec<u64>) -> Result<(), Closed> {
         assert_eq!(commands.len(), submitted_at_us.len());
-        assert!(
-            commands.len() <= SUBMISSION_COMMANDS_MAX,
-            "submission over SUBMISSION_COMMANDS_MAX"
-        );
-        self.tx
-            .send(Submission {
-                commands,
-                submitted_at_us,
-            })
-            .map_err(|_| Closed)
+        assert!(commands.len() <= SUBMISSION_COMMANDS_MAX, "submission over SUBMISSION_COMMANDS_MAX");
+        self.tx.send(Submission { commands, submitted_at_us }).map_err(|_| Closed)
     }
 
     pub fn clock(&self) -> &Clock {
@@ -316,12 +288,10 @@ impl Cluster {
         let (write_tx, write_rx) = bounded(WRITE_QUEUE_BATCHES);
         let (events_tx, events_rx) = bounded(EVENT_QUEUE_BATCHES);
         let (ckpt_tx, ckpt_rx) = bounded::<CheckpointJob>(config.centers);
-        let (journal_txs, journal_rxs): (Vec<_>, Vec<_>) = (0..config.centers)
-            .map(|_| bounded(JOURNAL_QUEUE_BATCHES))
-            .unzip();
-        let (ack_txs, ack_rxs): (Vec<_>, Vec<_>) = (0..config.centers)
-            .map(|_| bounded(ACK_QUEUE_BATCHES))
-            .unzip();
+        let (journal_txs, journal_rxs): (Vec<_>, Vec<_>) =
+            (0..config.centers).map(|_| bounded(JOURNAL_QUEUE_BATCHES)).unzip();
+        let (ack_txs, ack_rxs): (Vec<_>, Vec<_>) =
+            (0..config.centers).map(|_| bounded(ACK_QUEUE_BATCHES)).unzip();
 
         let spawn = |name: String| std::thread::Builder::new().name(name);
         let seq_thread = {
@@ -341,18 +311,12 @@ impl Cluster {
                 .map_err(StartError::Thread)?
         };
         let mut centers = Vec::new();
-        for (index, (journal_rx, (ack_rx, ckpt))) in journal_rxs
-            .into_iter()
-            .zip(ack_rxs.into_iter().zip(restored))
-            .enumerate()
+        for (index, (journal_rx, (ack_rx, ckpt))) in
+            journal_rxs.into_iter().zip(ack_rxs.into_iter().zip(restored)).enumerate()
         {
             let id = CenterId::from_index(index);
-            let peers = ack_txs
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| *i != index)
-                .map(|(_, t)| t.clone())
-                .collect();
+            let peers =
+                ack_txs.iter().enumerate().filter(|(i, _)| *i != index).map(|(_, t)| t.clone()).collect();
             let center = CenterThread::new(CenterSetup {
                 id,
                 centers: config.centers,
@@ -369,18 +333,12 @@ impl Cluster {
                 shared: Arc::clone(&shared),
                 clock: Arc::clone(&clock),
             })?;
-            centers.push(
-                spawn(format!("center-{id}"))
-                    .spawn(move || center.run())
-                    .map_err(StartError::Thread)?,
-            );
+            centers
+                .push(spawn(format!("center-{id}")).spawn(move || center.run()).map_err(StartError::Thread)?);
         }
         drop((ack_txs, events_tx, ckpt_tx));
         Ok(Cluster {
-            submitter: Some(Submitter {
-                tx: submit_tx,
-                clock,
-            }),
+            submitter: Some(Submitter { tx: submit_tx, clock }),
             events: events_rx,
             sequencer: Some(seq_thread),
             writer: Some(writer_thread),
@@ -445,11 +403,7 @@ impl Cluster {
         if let Some(h) = self.checkpointer.take() {
             join(&mut errors, "checkpointer", h.join());
         }
-        ClusterReport {
-            centers,
-            journal_seq_last,
-            errors,
-        }
+        ClusterReport { centers, journal_seq_last, errors }
     }
 }
 
@@ -457,10 +411,7 @@ fn recover_sequencer(journal_dir: &Path, tail: &JournalTail) -> Result<Sequencer
     let mut sequencer = Sequencer::new(CenterId(1), 0);
     if tail.seq_last > 0 {
         // Rebuild the dedupe window from the journal's last DEDUPE_WINDOW_ENTRIES entries.
-        let from = tail
-            .seq_last
-            .saturating_sub(DEDUPE_WINDOW_ENTRIES as u64 / 2)
-            .max(1);
+        let from = tail.seq_last.saturating_sub(DEDUPE_WINDOW_ENTRIES as u64 / 2).max(1);
         sequencer.resume_at(from, tail.epoch_last, tail.timestamp_last_us);
         let mut reader = JournalReader::open(journal_dir, from)?;
         let mut entries = Vec::new();
@@ -506,18 +457,10 @@ fn run_sequencer(
             for ((admission, bmi), at) in admissions.iter().zip(&bmis).zip(&sub.submitted_at_us) {
                 match admission {
                     Admission::Sequenced(_) => submitted_at_us.push(*at),
-                    other => refusals.push(Refusal {
-                        bmi: *bmi,
-                        admission: *other,
-                        submitted_at_us: *at,
-                    }),
+                    other => refusals.push(Refusal { bmi: *bmi, admission: *other, submitted_at_us: *at }),
                 }
             }
-            next = if entries.len() < SEQUENCER_BATCH_ENTRIES_MAX {
-                rx.try_recv().ok()
-            } else {
-                None
-            };
+            next = if entries.len() < SEQUENCER_BATCH_ENTRIES_MAX { rx.try_recv().ok() } else { None };
         }
         if entries.is_empty() {
             if let Some(tick) = sequencer.poll_tick(now) {
@@ -526,18 +469,13 @@ fn run_sequencer(
             }
         }
         if !refusals.is_empty() {
-            events
-                .send(ClientEvent::Refused(refusals))
-                .map_err(|_| "client gone".to_string())?;
+            events.send(ClientEvent::Refused(refusals)).map_err(|_| "client gone".to_string())?;
         }
         if entries.is_empty() {
             continue;
         }
         let frames = encode_frames(&entries);
-        let batch = Arc::new(JournalBatch {
-            entries,
-            submitted_at_us,
-        });
+        let batch = Arc::new(JournalBatch { entries, submitted_at_us });
         if tx.send(WriteJob { frames, batch }).is_err() {
             return Err("journal writer stopped; sequenced entries were not made durable".into());
         }
@@ -587,33 +525,36 @@ fn run_writer(
                 (Some(f), Some(l)) => (f.seq, l.seq),
                 _ => continue,
             };
-            journal
-                .append(&j.frames, first, last)
-                .map_err(|e| e.to_string())?;
+            journal.append(&j.frames, first, last).map_err(|e| e.to_string())?;
         }
         journal.sync().map_err(|e| e.to_string())?;
         for j in group.drain(..) {
             for tx in &centers {
-                tx.send(Arc::clone(&j.batch))
-                    .map_err(|_| "a center stopped".to_string())?;
+                tx.send(Arc::clone(&j.batch)).map_err(|_| "a center stopped".to_string())?;
             }
         }
     }
     Ok(journal.seq_last())
 }
 
+/// Everything one checkpoint needs, cheap to make on the center's thread: the encoded ledger and
+/// finalizer, and shared pointers to the retained ack batches (encoded by the checkpointer).
 struct CheckpointJob {
     center_index: usize,
     path: PathBuf,
-    bytes: Vec<u8>,
+    state: Vec<u8>,
+    ack_log: Vec<Arc<AckBatch>>,
+    awaiting: Vec<Awaiting>,
     seq_unfinal_first: Seq,
 }
 
+/// Writes every checkpoint of every center (one writer per file: no races on the temp file).
 fn run_checkpointer(rx: Receiver<CheckpointJob>, shared: Arc<Shared>) -> Result<(), String> {
     while let Ok(job) = rx.recv() {
-        checkpoint::write(&job.path, &job.bytes).map_err(|e| e.to_string())?;
-        shared.durable_unfinal_first[job.center_index]
-            .fetch_max(job.seq_unfinal_first, Ordering::AcqRel);
+        let bytes =
+            checkpoint::encode(&job.state, job.ack_log.iter().flat_map(|b| b.items.iter()), &job.awaiting);
+        checkpoint::write(&job.path, &bytes).map_err(|e| e.to_string())?;
+        shared.durable_unfinal_first[job.center_index].fetch_max(job.seq_unfinal_first, Ordering::AcqRel);
     }
     Ok(())
 }
@@ -641,7 +582,8 @@ struct CenterThread {
     finalizer: Finalizer,
     gap_in: GapProducer<(Entry, u64)>,
     gap_out: GapConsumer<(Entry, u64)>,
-    ack_log: VecDeque<Applied>,
+    /// Own ack batches some finalizer may still need (shared with the peers' queues).
+    ack_log: VecDeque<Arc<AckBatch>>,
     awaiting: VecDeque<Awaiting>,
     peers: Vec<Sender<Arc<AckBatch>>>,
     outbox: VecDeque<(usize, Arc<AckBatch>)>,
@@ -667,13 +609,15 @@ struct CenterThread {
 impl CenterThread {
     fn new(s: CenterSetup) -> Result<Self, StartError> {
         let (ledger, finalizer, ack_log, awaiting) = match s.checkpoint {
-            Some(c) => (c.ledger, c.finalizer, c.ack_log.into(), c.awaiting.into()),
-            None => (
-                Ledger::new(),
-                Finalizer::new(s.centers),
-                VecDeque::new(),
-                VecDeque::new(),
-            ),
+            Some(c) => {
+                let log = c
+                    .ack_log
+                    .chunks(BATCH_ENTRIES_MAX)
+                    .map(|items| Arc::new(AckBatch { center: s.id, items: items.to_vec() }))
+                    .collect();
+                (c.ledger, c.finalizer, log, c.awaiting.into())
+            }
+            None => (Ledger::new(), Finalizer::new(s.centers), VecDeque::new(), VecDeque::new()),
         };
         let seq_next = ledger.seq_applied() + 1;
         let (gap_in, gap_out) = gap_buffer(rtgs_core::limits::GAP_BUFFER_SLOTS, seq_next);
@@ -717,12 +661,8 @@ impl CenterThread {
     /// After a restart, peers' finalizers may lack acks sent before the crash: send them again
     /// (duplicates are recognised and ignored).
     fn resend_ack_log(&mut self) {
-        let log: Vec<Applied> = self.ack_log.iter().copied().collect();
-        for chunk in log.chunks(BATCH_ENTRIES_MAX) {
-            let batch = Arc::new(AckBatch {
-                center: self.id,
-                items: chunk.to_vec(),
-            });
+        let log: Vec<Arc<AckBatch>> = self.ack_log.iter().cloned().collect();
+        for batch in log {
             self.count_acks(self.id, &batch.items);
             for p in 0..self.peers.len() {
                 self.outbox.push_back((p, Arc::clone(&batch)));
@@ -897,28 +837,23 @@ impl CenterThread {
         let me = self.id;
         let mut acks = Vec::new();
         let (ledger, awaiting) = (&mut self.ledger, &mut self.awaiting);
-        let n = self
-            .gap_out
-            .drain(usize::MAX, 0, |_, (entry, submitted_at_us)| {
-                let applied = ledger.apply(&entry);
-                if entry.origin == me && !entry.bmi.is_none() {
-                    awaiting.push_back(Awaiting {
-                        seq: applied.seq,
-                        bmi: entry.bmi,
-                        outcome: applied.outcome,
-                        submitted_at_us,
-                    });
-                }
-                acks.push(applied);
-            });
+        let n = self.gap_out.drain(usize::MAX, 0, |_, (entry, submitted_at_us)| {
+            let applied = ledger.apply(&entry);
+            if entry.origin == me && !entry.bmi.is_none() {
+                awaiting.push_back(Awaiting {
+                    seq: applied.seq,
+                    bmi: entry.bmi,
+                    outcome: applied.outcome,
+                    submitted_at_us,
+                });
+            }
+            acks.push(applied);
+        });
         if n == 0 {
             return 0;
         }
-        self.ack_log.extend(acks.iter().copied());
-        let batch = Arc::new(AckBatch {
-            center: me,
-            items: acks,
-        });
+        let batch = Arc::new(AckBatch { center: me, items: acks });
+        self.ack_log.push_back(Arc::clone(&batch));
         for p in 0..self.peers.len() {
             self.outbox.push_back((p, Arc::clone(&batch)));
         }
@@ -934,8 +869,7 @@ impl CenterThread {
     fn count_acks(&mut self, center: CenterId, items: &[Applied]) {
         for (i, a) in items.iter().enumerate() {
             if self.finalizer.handle_ack(center, *a, &mut self.finals) == AckResult::Deferred {
-                self.deferred
-                    .extend(items[i..].iter().map(|a| (center, *a)));
+                self.deferred.extend(items[i..].iter().map(|a| (center, *a)));
                 break;
             }
         }
@@ -955,13 +889,7 @@ impl CenterThread {
 
     fn after_acks(&mut self) {
         for f in self.finals.drain(..) {
-            if let Finality::Divergence {
-                seq,
-                center,
-                first,
-                reported,
-            } = f
-            {
+            if let Finality::Divergence { seq, center, first, reported } = f {
                 let msg = format!(
                     "finalizer {}: divergence at seq {seq}: {center} reported {reported:?}, first report was {first:?}; finality halted",
                     self.id
@@ -1006,26 +934,23 @@ impl CenterThread {
 
     fn checkpoint(&mut self, now: bool) -> Result<(), String> {
         let floor = self.shared.ack_floor();
-        while self.ack_log.front().is_some_and(|a| a.seq < floor) {
+        while self.ack_log.front().is_some_and(|b| b.items.last().is_none_or(|a| a.seq < floor)) {
             self.ack_log.pop_front();
         }
         if !now && self.applied_since_checkpoint < self.checkpoint_interval {
             return Ok(());
         }
-        let bytes = checkpoint::encode(
-            &self.ledger,
-            &self.finalizer,
-            self.ack_log.make_contiguous(),
-            self.awaiting.make_contiguous(),
-        );
         let job = CheckpointJob {
             center_index: self.id.index(),
             path: self.checkpoint_path.clone(),
-            bytes,
+            state: checkpoint::encode_state(&self.ledger, &self.finalizer),
+            ack_log: self.ack_log.iter().cloned().collect(),
+            awaiting: self.awaiting.iter().copied().collect(),
             seq_unfinal_first: self.finalizer.seq_unfinal_first(),
         };
         if now {
-            checkpoint::write(&job.path, &job.bytes).map_err(|e| e.to_string())?;
+            // The last one: wait for room rather than skip it.
+            self.checkpoint_tx.send(job).map_err(|_| "checkpointer stopped".to_string())?;
         } else if self.checkpoint_tx.try_send(job).is_err() {
             // The checkpointer is busy: try again after the next batch.
             return Ok(());

@@ -20,26 +20,15 @@ pub enum JournalError {
     #[error("journal I/O on {path}: {source}")]
     Io { path: PathBuf, source: io::Error },
     #[error("journal corrupt in {path} at byte {offset}: {reason}")]
-    Corrupt {
-        path: PathBuf,
-        offset: u64,
-        reason: String,
-    },
+    Corrupt { path: PathBuf, offset: u64, reason: String },
     #[error("journal seq discontinuity in {path}: expected {expected}, found {found}")]
-    Discontinuity {
-        path: PathBuf,
-        expected: Seq,
-        found: Seq,
-    },
+    Discontinuity { path: PathBuf, expected: Seq, found: Seq },
     #[error("journal has no seq {0} (its oldest segment starts later)")]
     Missing(Seq),
 }
 
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> JournalError + '_ {
-    move |source| JournalError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
+    move |source| JournalError::Io { path: path.to_path_buf(), source }
 }
 
 /// What opening the journal found at its end.
@@ -76,9 +65,7 @@ fn segment_path(dir: &Path, seq_first: Seq) -> PathBuf {
 }
 
 fn sync_dir(dir: &Path) -> Result<(), JournalError> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io_err(dir))
+    File::open(dir).and_then(|d| d.sync_all()).map_err(io_err(dir))
 }
 
 /// The writing side. One per journal directory.
@@ -93,10 +80,7 @@ pub struct Journal {
 
 impl Journal {
     /// Opens (or creates) the journal in `dir`, cutting off a torn tail.
-    pub fn open(
-        dir: &Path,
-        segment_bytes_max: u64,
-    ) -> Result<(Journal, JournalTail), JournalError> {
+    pub fn open(dir: &Path, segment_bytes_max: u64) -> Result<(Journal, JournalTail), JournalError> {
         fs::create_dir_all(dir).map_err(io_err(dir))?;
         let mut segs = segments(dir)?;
         if segs.is_empty() {
@@ -105,16 +89,10 @@ impl Journal {
             sync_dir(dir)?;
             segs.push((1, path));
         }
-        let mut tail = JournalTail {
-            segments: segs.len(),
-            ..JournalTail::default()
-        };
+        let mut tail = JournalTail { segments: segs.len(), ..JournalTail::default() };
         let (seq_first, path) = segs[segs.len() - 1].clone();
         let good_len = scan_last_segment(&path, seq_first, &mut tail)?;
-        let file = OpenOptions::new()
-            .append(true)
-            .open(&path)
-            .map_err(io_err(&path))?;
+        let file = OpenOptions::new().append(true).open(&path).map_err(io_err(&path))?;
         let len = file.metadata().map_err(io_err(&path))?.len();
         if len > good_len {
             tail.truncated_bytes = len - good_len;
@@ -140,12 +118,7 @@ impl Journal {
     }
 
     /// Appends whole frames holding seqs `seq_first..=seq_last` (not yet durable: call `sync`).
-    pub fn append(
-        &mut self,
-        frames: &[u8],
-        seq_first: Seq,
-        seq_last: Seq,
-    ) -> Result<(), JournalError> {
+    pub fn append(&mut self, frames: &[u8], seq_first: Seq, seq_last: Seq) -> Result<(), JournalError> {
         assert_eq!(seq_first, self.seq_last + 1, "journal append out of order");
         assert!(seq_last >= seq_first);
         if self.segment_bytes >= self.segment_bytes_max {
@@ -165,11 +138,7 @@ impl Journal {
     fn rotate(&mut self, seq_first: Seq) -> Result<(), JournalError> {
         self.sync()?;
         let path = segment_path(&self.dir, seq_first);
-        self.file = OpenOptions::new()
-            .create_new(true)
-            .append(true)
-            .open(&path)
-            .map_err(io_err(&path))?;
+        self.file = OpenOptions::new().create_new(true).append(true).open(&path).map_err(io_err(&path))?;
         sync_dir(&self.dir)?;
         self.path = path;
         self.segment_bytes = 0;
@@ -178,15 +147,9 @@ impl Journal {
 }
 
 /// Validates the last segment; returns the length of its valid prefix and fills `tail`.
-fn scan_last_segment(
-    path: &Path,
-    seq_first: Seq,
-    tail: &mut JournalTail,
-) -> Result<u64, JournalError> {
+fn scan_last_segment(path: &Path, seq_first: Seq, tail: &mut JournalTail) -> Result<u64, JournalError> {
     let mut bytes = Vec::new();
-    File::open(path)
-        .and_then(|mut f| f.read_to_end(&mut bytes))
-        .map_err(io_err(path))?;
+    File::open(path).and_then(|mut f| f.read_to_end(&mut bytes)).map_err(io_err(path))?;
     let mut at = 0usize;
     let mut expected = seq_first;
     let mut entries = Vec::new();
@@ -203,9 +166,7 @@ fn scan_last_segment(
                 at += n;
             }
             // Incomplete or torn: everything from here was never acknowledged as durable.
-            Ok(None) | Err(CodecError::Checksum) | Err(CodecError::TooLarge(_)) => {
-                return Ok(at as u64)
-            }
+            Ok(None) | Err(CodecError::Checksum) | Err(CodecError::TooLarge(_)) => return Ok(at as u64),
             Err(e) => {
                 return Err(JournalError::Corrupt {
                     path: path.to_path_buf(),
@@ -217,11 +178,7 @@ fn scan_last_segment(
     }
 }
 
-fn check_continuity(
-    path: &Path,
-    entries: &[Entry],
-    expected: &mut Seq,
-) -> Result<(), JournalError> {
+fn check_continuity(path: &Path, entries: &[Entry], expected: &mut Seq) -> Result<(), JournalError> {
     for e in entries {
         if e.seq != *expected {
             return Err(JournalError::Discontinuity {
@@ -306,11 +263,7 @@ impl JournalReader {
             match decoded {
                 Ok(Some(n)) => {
                     self.at += n;
-                    let path = self
-                        .file
-                        .as_ref()
-                        .map(|(_, p)| p.clone())
-                        .unwrap_or_default();
+                    let path = self.file.as_ref().map(|(_, p)| p.clone()).unwrap_or_default();
                     for e in frame {
                         if e.seq < self.seq_next {
                             continue;
@@ -329,16 +282,8 @@ impl JournalReader {
                 }
                 Ok(None) => self.fill()?,
                 Err(e) => {
-                    let path = self
-                        .file
-                        .as_ref()
-                        .map(|(_, p)| p.clone())
-                        .unwrap_or_default();
-                    return Err(JournalError::Corrupt {
-                        path,
-                        offset: 0,
-                        reason: e.to_string(),
-                    });
+                    let path = self.file.as_ref().map(|(_, p)| p.clone()).unwrap_or_default();
+                    return Err(JournalError::Corrupt { path, offset: 0, reason: e.to_string() });
                 }
             }
         }
@@ -414,20 +359,14 @@ mod tests {
         let (mut j, tail) = Journal::open(&dir, 100).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(tail.seq_last, 0);
         for k in 0..10u64 {
-            j.append(&frame(k * 3 + 1..=k * 3 + 3), k * 3 + 1, k * 3 + 3)
-                .unwrap_or_else(|e| panic!("{e}"));
+            j.append(&frame(k * 3 + 1..=k * 3 + 3), k * 3 + 1, k * 3 + 3).unwrap_or_else(|e| panic!("{e}"));
             j.sync().unwrap_or_else(|e| panic!("{e}"));
         }
         drop(j);
         assert!(segments(&dir).map(|s| s.len()).unwrap_or(0) > 1, "rotated");
         let (j, tail) = Journal::open(&dir, 100).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
-            (
-                tail.seq_last,
-                tail.epoch_last,
-                tail.timestamp_last_us,
-                tail.truncated_bytes
-            ),
+            (tail.seq_last, tail.epoch_last, tail.timestamp_last_us, tail.truncated_bytes),
             (30, 3, 300, 0)
         );
         assert_eq!(j.seq_last(), 30);
@@ -441,19 +380,16 @@ mod tests {
     fn torn_tail_is_cut_and_appends_continue() {
         let dir = tempdir("torn");
         let (mut j, _) = Journal::open(&dir, 1 << 20).unwrap_or_else(|e| panic!("{e}"));
-        j.append(&frame(1..=5), 1, 5)
-            .unwrap_or_else(|e| panic!("{e}"));
+        j.append(&frame(1..=5), 1, 5).unwrap_or_else(|e| panic!("{e}"));
         let second = frame(6..=9);
         // A crash mid-write: only part of the second frame reached the disk.
-        j.append(&second[..second.len() - 3], 6, 9)
-            .unwrap_or_else(|e| panic!("{e}"));
+        j.append(&second[..second.len() - 3], 6, 9).unwrap_or_else(|e| panic!("{e}"));
         j.sync().unwrap_or_else(|e| panic!("{e}"));
         drop(j);
         let (mut j, tail) = Journal::open(&dir, 1 << 20).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(tail.seq_last, 5);
         assert_eq!(tail.truncated_bytes, second.len() as u64 - 3);
-        j.append(&frame(6..=7), 6, 7)
-            .unwrap_or_else(|e| panic!("{e}"));
+        j.append(&frame(6..=7), 6, 7).unwrap_or_else(|e| panic!("{e}"));
         j.sync().unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(read_all(&dir, 1), (1..=7).collect::<Vec<_>>());
         let _ = fs::remove_dir_all(&dir);
@@ -463,8 +399,7 @@ mod tests {
     fn corrupt_tail_checksum_is_cut_but_discontinuity_refuses_to_start() {
         let dir = tempdir("corrupt");
         let (mut j, _) = Journal::open(&dir, 1 << 20).unwrap_or_else(|e| panic!("{e}"));
-        j.append(&frame(1..=2), 1, 2)
-            .unwrap_or_else(|e| panic!("{e}"));
+        j.append(&frame(1..=2), 1, 2).unwrap_or_else(|e| panic!("{e}"));
         let mut bad = frame(3..=4);
         let n = bad.len();
         bad[n - 1] ^= 0xff;
@@ -473,24 +408,13 @@ mod tests {
         let (_, tail) = Journal::open(&dir, 1 << 20).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(tail.seq_last, 2);
         // Now write a frame that skips seqs straight into the file.
-        let path = segments(&dir)
-            .unwrap_or_default()
-            .pop()
-            .map(|(_, p)| p)
-            .unwrap_or_default();
-        let mut f = OpenOptions::new()
-            .append(true)
-            .open(&path)
-            .unwrap_or_else(|e| panic!("{e}"));
+        let path = segments(&dir).unwrap_or_default().pop().map(|(_, p)| p).unwrap_or_default();
+        let mut f = OpenOptions::new().append(true).open(&path).unwrap_or_else(|e| panic!("{e}"));
         f.write_all(&frame(5..=5)).unwrap_or_else(|e| panic!("{e}"));
         drop(f);
         assert!(matches!(
             Journal::open(&dir, 1 << 20),
-            Err(JournalError::Discontinuity {
-                expected: 3,
-                found: 5,
-                ..
-            })
+            Err(JournalError::Discontinuity { expected: 3, found: 5, .. })
         ));
         let _ = fs::remove_dir_all(&dir);
     }

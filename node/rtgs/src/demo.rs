@@ -41,6 +41,9 @@ pub struct DemoArgs {
     /// Print the report as one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Entries a center applies between two checkpoints of its state.
+    #[arg(long, default_value_t = rtgs_embedded::limits::CHECKPOINT_INTERVAL_ENTRIES)]
+    pub checkpoint_interval: u64,
     /// Centers in the embedded cluster.
     #[arg(long, default_value_t = 3)]
     pub centers: usize,
@@ -82,6 +85,8 @@ struct Report {
     finalized: u64,
     refused: u64,
     setup_entries: u64,
+    /// Final notices of an earlier run's entries, announced again after a restart.
+    recovered_notices: u64,
     elapsed_s: f64,
     throughput_per_s: f64,
     offered_rate_per_s: u64,
@@ -108,16 +113,14 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.subsec_nanos())
                 .unwrap_or(0);
-            (
-                std::env::temp_dir().join(format!("rtgs-demo-{}-{nanos}", std::process::id())),
-                true,
-            )
+            (std::env::temp_dir().join(format!("rtgs-demo-{}-{nanos}", std::process::id())), true)
         }
     };
     let mut config = ClusterConfig::new(&data_dir);
     config.centers = args.centers;
-    let cluster = Cluster::start(&config)
-        .with_context(|| format!("starting the cluster in {}", data_dir.display()))?;
+    config.checkpoint_interval_entries = args.checkpoint_interval.max(1);
+    let cluster =
+        Cluster::start(&config).with_context(|| format!("starting the cluster in {}", data_dir.display()))?;
     let resumed_from = cluster.recovery().journal.seq_last;
     if !args.json {
         eprintln!(
@@ -145,11 +148,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         && report.errors.is_empty()
         && report.divergences == 0
         && report.finalized == report.submitted;
-    Ok(if ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 struct Run {
@@ -162,6 +161,7 @@ struct Run {
     elapsed: Duration,
     latency: Histogram<u64>,
     divergences: u64,
+    recovered_notices: u64,
 }
 
 fn drive(args: &DemoArgs, cluster: &Cluster, run_id: u64) -> anyhow::Result<Run> {
@@ -174,18 +174,12 @@ fn drive(args: &DemoArgs, cluster: &Cluster, run_id: u64) -> anyhow::Result<Run>
         setup.push(Command {
             origin: origin(a),
             bmi: Bmi::numbered(&format!("O{run_id:x}-"), a)?,
-            payload: Payload::AccountOpen {
-                account: AccountId(a),
-                currency,
-            },
+            payload: Payload::AccountOpen { account: AccountId(a), currency },
         });
         setup.push(Command {
             origin: origin(a),
             bmi: Bmi::numbered(&format!("F{run_id:x}-"), a)?,
-            payload: Payload::AccountFund {
-                account: AccountId(a),
-                amount_minor: FUNDING_MINOR,
-            },
+            payload: Payload::AccountFund { account: AccountId(a), amount_minor: FUNDING_MINOR },
         });
     }
     let setup_entries = setup.len() as u64;
@@ -199,10 +193,9 @@ fn drive(args: &DemoArgs, cluster: &Cluster, run_id: u64) -> anyhow::Result<Run>
         Ok(())
     });
     let mut ignored = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
-    let setup_run = collect(cluster, setup_entries, None, &mut ignored, args.json)?;
-    setup_thread
-        .join()
-        .map_err(|_| anyhow::anyhow!("setup submitter panicked"))??;
+    let setup_prefixes = [format!("O{run_id:x}-"), format!("F{run_id:x}-")];
+    let setup_run = collect(cluster, setup_entries, &setup_prefixes, None, &mut ignored, args.json)?;
+    setup_thread.join().map_err(|_| anyhow::anyhow!("setup submitter panicked"))??;
     if setup_run.divergences > 0 {
         bail!("divergence during setup");
     }
@@ -218,16 +211,10 @@ fn drive(args: &DemoArgs, cluster: &Cluster, run_id: u64) -> anyhow::Result<Run>
             .context("starting the load generator")?
     };
     let mut latency = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
-    let mut run = collect(
-        cluster,
-        args.transfers,
-        Some(started),
-        &mut latency,
-        args.json,
-    )?;
-    generator
-        .join()
-        .map_err(|_| anyhow::anyhow!("load generator panicked"))??;
+    let mut run =
+        collect(cluster, args.transfers, &[format!("T{run_id:x}-")], Some(started), &mut latency, args.json)?;
+    run.recovered_notices += setup_run.recovered_notices;
+    generator.join().map_err(|_| anyhow::anyhow!("load generator panicked"))??;
     run.elapsed = started.elapsed();
     run.latency = latency;
     run.setup_entries = setup_entries;
@@ -235,12 +222,7 @@ fn drive(args: &DemoArgs, cluster: &Cluster, run_id: u64) -> anyhow::Result<Run>
 }
 
 /// Submits the transfers: as fast as accepted, or paced to `rate` per second (open loop).
-fn generate(
-    args: &DemoArgs,
-    run_id: u64,
-    submitter: Submitter,
-    currency: Currency,
-) -> anyhow::Result<()> {
+fn generate(args: &DemoArgs, run_id: u64, submitter: Submitter, currency: Currency) -> anyhow::Result<()> {
     let mut prng = Prng::new(args.seed);
     let prefix = format!("T{run_id:x}-");
     let centers = args.centers as u64;
@@ -274,11 +256,7 @@ fn generate(
                     currency,
                 }),
             });
-            at.push(if args.rate == 0 {
-                0
-            } else {
-                start_us + i * 1_000_000 / args.rate
-            });
+            at.push(if args.rate == 0 { 0 } else { start_us + i * 1_000_000 / args.rate });
         }
         if args.rate == 0 {
             submitter.submit(commands)?;
@@ -304,10 +282,13 @@ fn generate(
     Ok(())
 }
 
-/// Receives events until `expected` own notices are final; progress on stderr once a second.
+/// Receives events until `expected` notices of this run (bmi starting with one of `prefixes`) are
+/// final; progress on stderr once a second. Notices of earlier runs (re-announced after a crash:
+/// announcement is at-least-once) are only counted.
 fn collect(
     cluster: &Cluster,
     expected: u64,
+    prefixes: &[String],
     started: Option<Instant>,
     latency: &mut Histogram<u64>,
     quiet: bool,
@@ -322,6 +303,7 @@ fn collect(
         elapsed: Duration::ZERO,
         latency: Histogram::new(3)?,
         divergences: 0,
+        recovered_notices: 0,
     };
     let clock_now = || cluster.submitter().clock().now_us();
     let mut last_progress = Instant::now();
@@ -339,6 +321,10 @@ fn collect(
         if let Some(ClientEvent::Final(notices)) = &event {
             let now = clock_now();
             for n in notices {
+                if !prefixes.iter().any(|p| n.bmi.as_bytes().starts_with(p.as_bytes())) {
+                    run.recovered_notices += 1;
+                    continue;
+                }
                 match n.outcome {
                     Outcome::Accepted => run.settled += 1,
                     Outcome::Rejected(r) => {
@@ -357,16 +343,12 @@ fn collect(
             bail!("{msg}");
         }
         if idle_since.elapsed() > Duration::from_secs(30) {
-            bail!(
-                "no progress for 30 s: {} of {expected} final",
-                run.settled + run.rejected
-            );
+            bail!("no progress for 30 s: {} of {expected} final", run.settled + run.rejected);
         }
         if let (Some(start), false) = (started, quiet) {
             if last_progress.elapsed() >= Duration::from_secs(1) {
                 let finalized = run.settled + run.rejected;
-                let rate =
-                    (finalized - last_finalized) as f64 / last_progress.elapsed().as_secs_f64();
+                let rate = (finalized - last_finalized) as f64 / last_progress.elapsed().as_secs_f64();
                 eprintln!(
                     "[{:6.1}s] finalized {:>11} of {expected} ({:>9.0}/s)  p99 {:>6} us",
                     start.elapsed().as_secs_f64(),
@@ -411,10 +393,7 @@ fn build_report(
             }) && c.seq_applied == cluster.journal_seq_last
         });
     let conserved = !cluster.centers.is_empty()
-        && cluster
-            .centers
-            .iter()
-            .all(|c| c.conserved && c.balance_total_minor == c.funded_total_minor);
+        && cluster.centers.iter().all(|c| c.conserved && c.balance_total_minor == c.funded_total_minor);
     let finalized = run.settled + run.rejected;
     let secs = run.elapsed.as_secs_f64().max(1e-9);
     Report {
@@ -425,6 +404,7 @@ fn build_report(
         finalized,
         refused: run.refused,
         setup_entries: run.setup_entries,
+        recovered_notices: run.recovered_notices,
         elapsed_s: (secs * 1000.0).round() / 1000.0,
         throughput_per_s: (finalized as f64 / secs).round(),
         offered_rate_per_s: args.rate,
@@ -453,12 +433,7 @@ fn build_report(
         resumed_from_seq: resumed_from,
         consistent,
         conserved,
-        divergences: run.divergences
-            + cluster
-                .centers
-                .iter()
-                .map(|c| c.divergences_total)
-                .sum::<u64>(),
+        divergences: run.divergences + cluster.centers.iter().map(|c| c.divergences_total).sum::<u64>(),
         errors: cluster.errors,
         peak_rss_mib: (rss_peak_mib() * 10.0).round() / 10.0,
         data_dir: data_dir.display().to_string(),
@@ -469,16 +444,10 @@ fn print_human(r: &Report) {
     println!("rtgs demo report");
     println!("  submitted          {:>12}", r.submitted);
     println!("  settled (ACCC)     {:>12}", r.settled);
-    println!(
-        "  rejected (RJCT)    {:>12}  {:?}",
-        r.rejected, r.rejected_by_reason
-    );
+    println!("  rejected (RJCT)    {:>12}  {:?}", r.rejected, r.rejected_by_reason);
     println!("  finalized          {:>12}", r.finalized);
     println!("  elapsed            {:>12.3} s", r.elapsed_s);
-    println!(
-        "  throughput         {:>12.0} finalized/s",
-        r.throughput_per_s
-    );
+    println!("  throughput         {:>12.0} finalized/s", r.throughput_per_s);
     println!(
         "  latency submit→final  p50 {} us  p99 {} us  p999 {} us  max {} us",
         r.latency_us.p50, r.latency_us.p99, r.latency_us.p999, r.latency_us.max

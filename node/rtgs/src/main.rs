@@ -3,11 +3,13 @@
 //! # Layout
 //! * `demo` ([`demo`]) — the embedded 3-center cluster with a built-in load generator and report.
 //! * `sim` ([`sim`]) — the deterministic simulator over many seeds, or one seed to replay.
+//! * `verify` ([`verify`]) — audit a data directory: replay the journal, compare checkpoints.
 //!
 //! `anyhow` lives only here, at the binary's edge; the libraries return typed errors.
 
 mod demo;
 mod sim;
+mod verify;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -25,6 +27,8 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Run the deterministic simulator (many seeds, or replay one).
     Sim(sim::SimArgs),
+    /// Audit a stopped cluster's data directory against its journal.
+    Verify(verify::VerifyArgs),
 }
 
 fn main() -> ExitCode {
@@ -32,6 +36,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Demo(args) => demo::run(args),
         Command::Sim(args) => sim::run(args),
+        Command::Verify(args) => verify::run(args),
     };
     match result {
         Ok(code) => code,
