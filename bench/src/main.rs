@@ -1,1 +1,284 @@
-fn main() {}
+//! # rtgs-bench: component and pipeline benchmarks
+//!
+//! # Layout
+//! A deliberately tiny harness (no criterion: its dependency tree costs minutes to build on a
+//! 2-core host): each benchmark runs a closure over a fixed batch, repeats for about a second
+//! after a warm-up, and reports the median of five such runs as ns per item and items per second.
+//!
+//! `cargo run --release -p rtgs-bench [-- FILTER]` — see `bench/README.md` for figures.
+
+use rtgs_core::codec;
+use rtgs_core::entry::{AccountId, Bmi, CenterId, Command, Currency, Entry, Outcome, Payload, Transfer};
+use rtgs_core::finalizer::Finalizer;
+use rtgs_core::gap_buffer::{gap_buffer, Insert};
+use rtgs_core::ledger::{Applied, Ledger};
+use rtgs_core::prng::Prng;
+use rtgs_core::sequencer::Sequencer;
+use rtgs_embedded::cluster::{ClientEvent, Cluster, ClusterConfig};
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+const BATCH: usize = 8_192;
+const ACCOUNTS: u64 = 10_000;
+
+fn eur() -> Currency {
+    Currency::new(b"EUR").unwrap_or_else(|_| unreachable!())
+}
+
+fn transfer_command(prng: &mut Prng, n: u64) -> Command {
+    let debtor = 1 + prng.below(ACCOUNTS);
+    let creditor = 1 + (debtor + prng.below(ACCOUNTS - 1)) % ACCOUNTS;
+    Command {
+        origin: CenterId((n % 3) as u8 + 1),
+        bmi: Bmi::numbered("B-", n).unwrap_or_else(|_| unreachable!()),
+        payload: Payload::Transfer(Transfer {
+            debtor: AccountId(debtor),
+            creditor: AccountId(creditor),
+            amount_minor: 1 + prng.below(5_000),
+            currency: eur(),
+        }),
+    }
+}
+
+fn entries(count: usize, seq_first: u64) -> Vec<Entry> {
+    let mut prng = Prng::new(1);
+    (0..count as u64)
+        .map(|i| {
+            let c = transfer_command(&mut prng, seq_first + i);
+            Entry {
+                seq: seq_first + i,
+                epoch: 1,
+                timestamp_us: 1,
+                origin: c.origin,
+                bmi: c.bmi,
+                payload: c.payload,
+            }
+        })
+        .collect()
+}
+
+/// Runs `f` (which processes `items` items per call) repeatedly; prints the median rate.
+fn bench(name: &str, items: usize, mut f: impl FnMut()) {
+    let filter = std::env::args().nth(1).unwrap_or_default();
+    if !name.contains(&filter) {
+        return;
+    }
+    let warm = Instant::now();
+    while warm.elapsed() < Duration::from_millis(200) {
+        f();
+    }
+    let mut rates = Vec::new();
+    for _ in 0..5 {
+        let start = Instant::now();
+        let mut calls = 0u64;
+        while start.elapsed() < Duration::from_millis(200) {
+            f();
+            calls += 1;
+        }
+        rates.push(start.elapsed().as_nanos() as f64 / (calls as f64 * items as f64));
+    }
+    rates.sort_by(f64::total_cmp);
+    let ns = rates[2];
+    println!("{name:<44} {ns:>9.1} ns/item {:>14.0} items/s", 1e9 / ns);
+}
+
+fn main() {
+    println!("{:<44} {:>17} {:>22}", "benchmark", "median", "throughput");
+
+    // Sequencer: stamp a batch of fresh transfers (dedupe window insert + entry build).
+    let mut prng = Prng::new(7);
+    let mut seq = Sequencer::new(CenterId(1), 1);
+    let mut n = 0u64;
+    let mut out = Vec::with_capacity(BATCH);
+    let mut adm = Vec::with_capacity(BATCH);
+    let mut cmds: Vec<Vec<Command>> = Vec::new();
+    bench("sequencer: handle_commands (8192/batch)", BATCH, || {
+        if cmds.is_empty() {
+            cmds = (0..64)
+                .map(|_| {
+                    (0..BATCH)
+                        .map(|_| {
+                            n += 1;
+                            transfer_command(&mut prng, n)
+                        })
+                        .collect()
+                })
+                .collect();
+        }
+        let batch = cmds.pop().unwrap_or_default();
+        out.clear();
+        adm.clear();
+        seq.handle_commands(1, batch, &mut out, &mut adm);
+        black_box(&out);
+    });
+
+    let batch = entries(BATCH, 1);
+    let mut buf = Vec::with_capacity(BATCH * 80);
+    bench("codec: encode_frame (8192 entries)", BATCH, || {
+        buf.clear();
+        codec::encode_frame(&batch, &mut buf);
+        black_box(&buf);
+    });
+    let mut decoded = Vec::with_capacity(BATCH);
+    bench("codec: decode_frame (check + parse)", BATCH, || {
+        decoded.clear();
+        black_box(codec::decode_frame(&buf, &mut decoded).ok());
+    });
+
+    // Gap buffer, one thread: insert a batch out of order, drain it.
+    let (p, mut c) = gap_buffer::<Entry>(rtgs_core::limits::GAP_BUFFER_SLOTS, 1);
+    let mut next = 1u64;
+    let mut template = entries(BATCH, 1);
+    bench("gap buffer: insert (reversed pairs) + drain", BATCH, || {
+        for (i, e) in template.iter_mut().enumerate() {
+            e.seq = next + (i as u64 ^ 1);
+        }
+        for e in &template {
+            if let Insert::Full(_) = p.insert(e.seq, e.clone()) {
+                unreachable!("window full");
+            }
+        }
+        let drained = c.drain(usize::MAX, 0, |_, e| {
+            black_box(e);
+        });
+        assert_eq!(drained, BATCH);
+        next += BATCH as u64;
+    });
+
+    // Gap buffer across threads: a producer thread inserts, this thread drains.
+    {
+        let total = 4_000_000u64;
+        let (p, mut c) = gap_buffer::<u64>(rtgs_core::limits::GAP_BUFFER_SLOTS, 1);
+        let start = Instant::now();
+        let producer = std::thread::spawn(move || {
+            let mut s = 1;
+            while s <= total {
+                match p.insert(s, s) {
+                    Insert::Full(_) => std::thread::yield_now(),
+                    _ => s += 1,
+                }
+            }
+        });
+        let mut got = 0u64;
+        while got < total {
+            got += c.drain(usize::MAX, 0, |_, v| {
+                black_box(v);
+            }) as u64;
+        }
+        let _ = producer.join();
+        let ns = start.elapsed().as_nanos() as f64 / total as f64;
+        if "gap buffer: producer thread → consumer thread"
+            .contains(&std::env::args().nth(1).unwrap_or_default())
+        {
+            println!(
+                "{:<44} {ns:>9.1} ns/item {:>14.0} items/s",
+                "gap buffer: producer thread → consumer thread",
+                1e9 / ns
+            );
+        }
+    }
+
+    // Ledger apply over 10,000 funded accounts.
+    let mut ledger = Ledger::new();
+    let mut s = 0u64;
+    let mut apply = |l: &mut Ledger, p: Payload| {
+        s += 1;
+        l.apply(&Entry { seq: s, epoch: 1, timestamp_us: s, origin: CenterId(1), bmi: Bmi::NONE, payload: p })
+    };
+    for a in 1..=ACCOUNTS {
+        apply(&mut ledger, Payload::AccountOpen { account: AccountId(a), currency: eur() });
+        apply(&mut ledger, Payload::AccountFund { account: AccountId(a), amount_minor: 1 << 40 });
+    }
+    let mut stream = entries(BATCH, 1);
+    bench("ledger: apply transfer (10k accounts)", BATCH, || {
+        for e in stream.iter_mut() {
+            s += 1;
+            e.seq = s;
+            black_box(ledger.apply(e));
+        }
+    });
+
+    // Quorum tally: three centers ack every seq; each seq becomes final once.
+    let mut fin = Finalizer::new(3);
+    let mut fseq = 0u64;
+    let mut finals = Vec::with_capacity(BATCH);
+    bench("finalizer: 3 acks per seq (per seq)", BATCH, || {
+        finals.clear();
+        let first = fseq + 1;
+        for center in 1..=3u8 {
+            for i in 0..BATCH as u64 {
+                let a = Applied { seq: first + i, outcome: Outcome::Accepted, state_hash: first + i };
+                fin.handle_ack(CenterId(center), a, &mut finals);
+            }
+        }
+        fseq += BATCH as u64;
+        assert_eq!(finals.len(), BATCH);
+    });
+
+    pipeline();
+}
+
+/// The whole embedded pipeline, fsync on: 2,000,000 transfers through three centers.
+fn pipeline() {
+    let name = "pipeline: embedded cluster, 3 centers, fsync";
+    if !name.contains(&std::env::args().nth(1).unwrap_or_default()) {
+        return;
+    }
+    let total = 2_000_000u64;
+    let dir = std::env::temp_dir().join(format!("rtgs-bench-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let Ok(cluster) = Cluster::start(&ClusterConfig::new(&dir)) else {
+        println!("{name}: cannot start the cluster in {}", dir.display());
+        return;
+    };
+    let submitter = cluster.submitter();
+    let mut setup = Vec::new();
+    for a in 1..=ACCOUNTS {
+        let bmi = |p: &str| Bmi::numbered(p, a).unwrap_or_else(|_| unreachable!());
+        setup.push(Command {
+            origin: CenterId(1),
+            bmi: bmi("O"),
+            payload: Payload::AccountOpen { account: AccountId(a), currency: eur() },
+        });
+        setup.push(Command {
+            origin: CenterId(1),
+            bmi: bmi("F"),
+            payload: Payload::AccountFund { account: AccountId(a), amount_minor: 1 << 40 },
+        });
+    }
+    let expected_setup = setup.len() as u64;
+    let feeder = std::thread::spawn(move || {
+        for chunk in setup.chunks(1024) {
+            let _ = submitter.submit(chunk.to_vec());
+        }
+        let mut prng = Prng::new(3);
+        let mut n = 0;
+        while n < total {
+            let chunk: Vec<Command> = (0..1024).map(|i| transfer_command(&mut prng, n + i)).collect();
+            n += 1024;
+            let _ = submitter.submit(chunk);
+        }
+    });
+    let mut finals = 0u64;
+    let mut start = Instant::now();
+    let want = expected_setup + total.div_ceil(1024) * 1024;
+    while finals < want {
+        match cluster.events().recv_timeout(Duration::from_secs(30)) {
+            Ok(ClientEvent::Final(n)) => {
+                if finals < expected_setup && finals + n.len() as u64 >= expected_setup {
+                    start = Instant::now();
+                }
+                finals += n.len() as u64;
+            }
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    let elapsed = start.elapsed();
+    let _ = feeder.join();
+    let report = cluster.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
+    let done = finals.saturating_sub(expected_setup);
+    let ns = elapsed.as_nanos() as f64 / done.max(1) as f64;
+    println!("{name:<44} {ns:>9.1} ns/item {:>14.0} items/s  (errors: {})", 1e9 / ns, report.errors.len());
+}
