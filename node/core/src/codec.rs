@@ -90,10 +90,7 @@ pub fn encode_frame<'a>(entries: impl IntoIterator<Item = &'a Entry>, out: &mut 
     }
     out[count_at..count_at + 4].copy_from_slice(&count.to_le_bytes());
     let body_len = out.len() - start - FRAME_HEADER_BYTES;
-    assert!(
-        body_len + FRAME_HEADER_BYTES <= FRAME_BYTES_MAX,
-        "frame over FRAME_BYTES_MAX"
-    );
+    assert!(body_len + FRAME_HEADER_BYTES <= FRAME_BYTES_MAX, "frame over FRAME_BYTES_MAX");
     let crc = crc32fast::hash(&out[start + FRAME_HEADER_BYTES..]);
     out[start..start + 4].copy_from_slice(&(body_len as u32).to_le_bytes());
     out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
@@ -125,10 +122,7 @@ pub fn encode_payload(p: &Payload, out: &mut Vec<u8>) {
             out.extend_from_slice(&account.0.to_le_bytes());
             out.extend_from_slice(&currency.as_bytes());
         }
-        Payload::AccountFund {
-            account,
-            amount_minor,
-        } => {
+        Payload::AccountFund { account, amount_minor } => {
             out.push(TAG_FUND);
             out.extend_from_slice(&account.0.to_le_bytes());
             out.extend_from_slice(&amount_minor.to_le_bytes());
@@ -205,14 +199,7 @@ fn parse_entry(r: &mut Reader<'_>) -> Result<Entry, CodecError> {
         (_, 0) => return Err(CodecError::Bmi),
         _ => Bmi::new(bmi_bytes).map_err(|_| CodecError::Bmi)?,
     };
-    Ok(Entry {
-        seq,
-        epoch,
-        timestamp_us,
-        origin: CenterId(origin),
-        bmi,
-        payload,
-    })
+    Ok(Entry { seq, epoch, timestamp_us, origin: CenterId(origin), bmi, payload })
 }
 
 fn parse_payload(r: &mut Reader<'_>) -> Result<Payload, CodecError> {
@@ -224,17 +211,9 @@ fn parse_payload(r: &mut Reader<'_>) -> Result<Payload, CodecError> {
             amount_minor: r.u64()?,
             currency: r.currency()?,
         }),
-        TAG_OPEN => Payload::AccountOpen {
-            account: AccountId(r.u64()?),
-            currency: r.currency()?,
-        },
-        TAG_FUND => Payload::AccountFund {
-            account: AccountId(r.u64()?),
-            amount_minor: r.u64()?,
-        },
-        TAG_CLOSE => Payload::AccountClose {
-            account: AccountId(r.u64()?),
-        },
+        TAG_OPEN => Payload::AccountOpen { account: AccountId(r.u64()?), currency: r.currency()? },
+        TAG_FUND => Payload::AccountFund { account: AccountId(r.u64()?), amount_minor: r.u64()? },
+        TAG_CLOSE => Payload::AccountClose { account: AccountId(r.u64()?) },
         TAG_TICK => Payload::Tick,
         TAG_PLUGIN => {
             let kind = r.u8()?;
@@ -244,11 +223,7 @@ fn parse_payload(r: &mut Reader<'_>) -> Result<Payload, CodecError> {
             if len > PLUGIN_BODY_BYTES_MAX {
                 return Err(CodecError::PluginBody(len));
             }
-            Payload::Plugin(PluginCommand {
-                plugin,
-                op,
-                body: r.take(len)?.to_vec(),
-            })
+            Payload::Plugin(PluginCommand { plugin, op, body: r.take(len)?.to_vec() })
         }
         other => return Err(CodecError::PayloadTag(other)),
     })
@@ -306,52 +281,29 @@ mod tests {
                     currency: cur,
                 })
             }),
-            (any::<u64>(), cur).prop_map(|(a, currency)| Payload::AccountOpen {
-                account: AccountId(a),
-                currency
-            }),
-            (any::<u64>(), any::<u64>()).prop_map(|(a, m)| Payload::AccountFund {
-                account: AccountId(a),
-                amount_minor: m
-            }),
-            any::<u64>().prop_map(|a| Payload::AccountClose {
-                account: AccountId(a)
-            }),
+            (any::<u64>(), cur)
+                .prop_map(|(a, currency)| Payload::AccountOpen { account: AccountId(a), currency }),
+            (any::<u64>(), any::<u64>())
+                .prop_map(|(a, m)| Payload::AccountFund { account: AccountId(a), amount_minor: m }),
+            any::<u64>().prop_map(|a| Payload::AccountClose { account: AccountId(a) }),
             Just(Payload::Tick),
             (any::<u16>(), proptest::collection::vec(any::<u8>(), 0..64)).prop_map(|(op, body)| {
-                Payload::Plugin(PluginCommand {
-                    plugin: PluginKind::Matching,
-                    op,
-                    body,
-                })
+                Payload::Plugin(PluginCommand { plugin: PluginKind::Matching, op, body })
             }),
         ]
     }
 
     fn arb_entry() -> impl Strategy<Value = Entry> {
-        (
-            1..u64::MAX,
-            any::<u32>(),
-            any::<u64>(),
-            1u8..=8,
-            "[A-Za-z0-9-]{1,35}",
-            arb_payload(),
-        )
-            .prop_map(|(seq, epoch, ts, origin, bmi, payload)| {
+        (1..u64::MAX, any::<u32>(), any::<u64>(), 1u8..=8, "[A-Za-z0-9-]{1,35}", arb_payload()).prop_map(
+            |(seq, epoch, ts, origin, bmi, payload)| {
                 let bmi = if payload == Payload::Tick {
                     Bmi::NONE
                 } else {
                     Bmi::new(bmi.as_bytes()).unwrap_or_else(|_| unreachable!())
                 };
-                Entry {
-                    seq,
-                    epoch,
-                    timestamp_us: ts,
-                    origin: CenterId(origin),
-                    bmi,
-                    payload,
-                }
-            })
+                Entry { seq, epoch, timestamp_us: ts, origin: CenterId(origin), bmi, payload }
+            },
+        )
     }
 
     proptest! {
@@ -419,10 +371,7 @@ mod tests {
         buf.extend_from_slice(&(body.len() as u32).to_le_bytes());
         buf.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
         buf.extend_from_slice(&body);
-        assert_eq!(
-            decode_frame(&buf, &mut Vec::new()),
-            Err(CodecError::Count(u32::MAX))
-        );
+        assert_eq!(decode_frame(&buf, &mut Vec::new()), Err(CodecError::Count(u32::MAX)));
     }
 
     #[test]
@@ -433,9 +382,7 @@ mod tests {
             timestamp_us: 1,
             origin: CenterId(1),
             bmi: Bmi::NONE,
-            payload: Payload::AccountClose {
-                account: AccountId(1),
-            },
+            payload: Payload::AccountClose { account: AccountId(1) },
         };
         let mut buf = Vec::new();
         encode_frame([&e], &mut buf);

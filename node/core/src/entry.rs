@@ -72,10 +72,7 @@ pub struct Bmi {
 
 impl Bmi {
     /// The id of sequencer-made entries.
-    pub const NONE: Bmi = Bmi {
-        len: 0,
-        bytes: [0; BMI_BYTES_MAX],
-    };
+    pub const NONE: Bmi = Bmi { len: 0, bytes: [0; BMI_BYTES_MAX] };
 
     pub fn new(text: &[u8]) -> Result<Self, InputError> {
         if text.is_empty() || text.len() > BMI_BYTES_MAX {
@@ -86,10 +83,7 @@ impl Bmi {
         }
         let mut bytes = [0; BMI_BYTES_MAX];
         bytes[..text.len()].copy_from_slice(text);
-        Ok(Bmi {
-            len: text.len() as u8,
-            bytes,
-        })
+        Ok(Bmi { len: text.len() as u8, bytes })
     }
 
     /// `prefix` followed by the decimal digits of `n` (load generators); `prefix` must be valid.
@@ -218,12 +212,7 @@ impl Payload {
         use crate::hash::mix64;
         if let Payload::Transfer(t) = self {
             // The hot path: no allocation.
-            let cur = u64::from(u32::from_le_bytes([
-                t.currency.0[0],
-                t.currency.0[1],
-                t.currency.0[2],
-                1,
-            ]));
+            let cur = u64::from(u32::from_le_bytes([t.currency.0[0], t.currency.0[1], t.currency.0[2], 1]));
             let mut h = mix64(t.debtor.0 ^ 0xD16E_57);
             h = mix64(h ^ t.creditor.0).wrapping_add(1);
             h = mix64(h ^ t.amount_minor).wrapping_add(2);
@@ -364,22 +353,10 @@ mod tests {
         assert_eq!(Bmi::new(b""), Err(InputError::BmiLength));
         assert_eq!(Bmi::new(&[b'a'; 36]), Err(InputError::BmiLength));
         assert_eq!(Bmi::new(b"a b"), Err(InputError::BmiCharacters));
-        assert_eq!(
-            Bmi::new(b"MSG-1").map(|b| b.as_bytes().to_vec()),
-            Ok(b"MSG-1".to_vec())
-        );
-        assert_eq!(
-            Bmi::numbered("T", 1234).map(|b| b.to_string()),
-            Ok("T1234".to_string())
-        );
-        assert_eq!(
-            Bmi::numbered("T", 0).map(|b| b.to_string()),
-            Ok("T0".to_string())
-        );
-        assert_ne!(
-            Bmi::new(b"A1").map(|b| b.fingerprint()),
-            Bmi::new(b"A2").map(|b| b.fingerprint())
-        );
+        assert_eq!(Bmi::new(b"MSG-1").map(|b| b.as_bytes().to_vec()), Ok(b"MSG-1".to_vec()));
+        assert_eq!(Bmi::numbered("T", 1234).map(|b| b.to_string()), Ok("T1234".to_string()));
+        assert_eq!(Bmi::numbered("T", 0).map(|b| b.to_string()), Ok("T0".to_string()));
+        assert_ne!(Bmi::new(b"A1").map(|b| b.fingerprint()), Bmi::new(b"A2").map(|b| b.fingerprint()));
     }
 
     #[test]

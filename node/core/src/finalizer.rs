@@ -32,30 +32,15 @@ struct Slot {
     status: Status,
 }
 
-const FREE: Slot = Slot {
-    seq: 0,
-    acked: 0,
-    outcome: Outcome::Accepted,
-    state_hash: 0,
-    status: Status::Free,
-};
+const FREE: Slot = Slot { seq: 0, acked: 0, outcome: Outcome::Accepted, state_hash: 0, status: Status::Free };
 
 /// What the finalizer tells its driver.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Finality {
     /// Final, exactly once per seq: ACCC if `outcome` is accepted, else RJCT with the reason.
-    Final {
-        seq: Seq,
-        outcome: Outcome,
-        state_hash: u64,
-    },
+    Final { seq: Seq, outcome: Outcome, state_hash: u64 },
     /// `center` reported something different from what was first reported for `seq`.
-    Divergence {
-        seq: Seq,
-        center: CenterId,
-        first: (Outcome, u64),
-        reported: (Outcome, u64),
-    },
+    Divergence { seq: Seq, center: CenterId, first: (Outcome, u64), reported: (Outcome, u64) },
 }
 
 /// What happened to one ack.
@@ -105,14 +90,8 @@ impl Finalizer {
 
     /// A finalizer for `center_count` centers whose seqs below `seq_unfinal_first` are final.
     pub fn with_window(center_count: usize, window_seqs: usize, seq_unfinal_first: Seq) -> Self {
-        assert!(
-            (1..=CENTER_COUNT_MAX).contains(&center_count),
-            "center count out of range"
-        );
-        assert!(
-            window_seqs.is_power_of_two(),
-            "window must be a power of two"
-        );
+        assert!((1..=CENTER_COUNT_MAX).contains(&center_count), "center count out of range");
+        assert!(window_seqs.is_power_of_two(), "window must be a power of two");
         assert!(seq_unfinal_first >= 1);
         Finalizer {
             center_count: center_count as u8,
@@ -154,21 +133,14 @@ impl Finalizer {
         }
         match slot.status {
             Status::Free => SeqStatus::Unknown,
-            Status::Pending => SeqStatus::Pending {
-                acks: slot.acked.count_ones() as u8,
-            },
+            Status::Pending => SeqStatus::Pending { acks: slot.acked.count_ones() as u8 },
             Status::Final => SeqStatus::Final(slot.outcome),
             Status::Diverged => SeqStatus::Diverged,
         }
     }
 
     /// Counts one center's ack; finality and divergence events go to `out`.
-    pub fn handle_ack(
-        &mut self,
-        center: CenterId,
-        ack: Applied,
-        out: &mut Vec<Finality>,
-    ) -> AckResult {
+    pub fn handle_ack(&mut self, center: CenterId, ack: Applied, out: &mut Vec<Finality>) -> AckResult {
         let seq = ack.seq;
         if seq == 0 || center.0 == 0 || center.0 > self.center_count {
             return AckResult::Invalid;
@@ -205,17 +177,10 @@ impl Finalizer {
             slot.state_hash = ack.state_hash;
         }
         slot.acked |= bit;
-        if slot.status == Status::Pending
-            && !self.halted
-            && slot.acked.count_ones() as u8 >= self.quorum
-        {
+        if slot.status == Status::Pending && !self.halted && slot.acked.count_ones() as u8 >= self.quorum {
             slot.status = Status::Final;
             self.finalized_total += 1;
-            out.push(Finality::Final {
-                seq,
-                outcome: slot.outcome,
-                state_hash: slot.state_hash,
-            });
+            out.push(Finality::Final { seq, outcome: slot.outcome, state_hash: slot.state_hash });
             self.advance();
         }
         AckResult::Counted
@@ -235,12 +200,7 @@ impl Finalizer {
         }
         self.halted = true;
         self.divergences_total += 1;
-        out.push(Finality::Divergence {
-            seq,
-            center,
-            first,
-            reported,
-        });
+        out.push(Finality::Divergence { seq, center, first, reported });
     }
 
     fn advance(&mut self) {
@@ -286,10 +246,7 @@ impl Finalizer {
         let u64_of = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap_or([0; 8]));
         let center_count = usize::from(take(1)?[0]);
         let window = usize::try_from(u64_of(take(8)?)).ok()?;
-        if !window.is_power_of_two()
-            || !(1..=CENTER_COUNT_MAX).contains(&center_count)
-            || window > 1 << 26
-        {
+        if !window.is_power_of_two() || !(1..=CENTER_COUNT_MAX).contains(&center_count) || window > 1 << 26 {
             return None;
         }
         let first = u64_of(take(8)?);
@@ -312,16 +269,11 @@ impl Finalizer {
                 3 => Status::Diverged,
                 _ => return None,
             };
-            if seq < first || seq >= f.seq_window_end() {
+            let centers_mask = ((1u16 << center_count) - 1) as u8;
+            if seq < first || seq >= f.seq_window_end() || acked & !centers_mask != 0 {
                 return None;
             }
-            f.slots[(seq & f.mask) as usize] = Slot {
-                seq,
-                acked,
-                outcome,
-                state_hash,
-                status,
-            };
+            f.slots[(seq & f.mask) as usize] = Slot { seq, acked, outcome, state_hash, status };
         }
         Some((f, at))
     }
@@ -334,11 +286,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn ack(seq: Seq, outcome: Outcome, h: u64) -> Applied {
-        Applied {
-            seq,
-            outcome,
-            state_hash: h,
-        }
+        Applied { seq, outcome, state_hash: h }
     }
 
     #[test]
@@ -346,28 +294,12 @@ mod tests {
         let mut f = Finalizer::with_window(3, 8, 1);
         let mut out = Vec::new();
         let rj = Outcome::Rejected(RejectReason::InsufficientFunds);
-        assert_eq!(
-            f.handle_ack(CenterId(1), ack(1, rj, 7), &mut out),
-            AckResult::Counted
-        );
+        assert_eq!(f.handle_ack(CenterId(1), ack(1, rj, 7), &mut out), AckResult::Counted);
         assert_eq!(f.status(1), SeqStatus::Pending { acks: 1 });
-        assert_eq!(
-            f.handle_ack(CenterId(1), ack(1, rj, 7), &mut out),
-            AckResult::Duplicate
-        );
-        assert!(
-            out.is_empty(),
-            "one center is not a quorum, however often it acks"
-        );
+        assert_eq!(f.handle_ack(CenterId(1), ack(1, rj, 7), &mut out), AckResult::Duplicate);
+        assert!(out.is_empty(), "one center is not a quorum, however often it acks");
         f.handle_ack(CenterId(3), ack(1, rj, 7), &mut out);
-        assert_eq!(
-            out,
-            vec![Finality::Final {
-                seq: 1,
-                outcome: rj,
-                state_hash: 7
-            }]
-        );
+        assert_eq!(out, vec![Finality::Final { seq: 1, outcome: rj, state_hash: 7 }]);
         f.handle_ack(CenterId(2), ack(1, rj, 7), &mut out);
         assert_eq!(out.len(), 1, "third ack does not finalize again");
         assert_eq!(f.status(1), SeqStatus::Final(rj));
@@ -380,22 +312,12 @@ mod tests {
         let mut out = Vec::new();
         f.handle_ack(CenterId(1), ack(1, Outcome::Accepted, 1), &mut out);
         f.handle_ack(CenterId(2), ack(1, Outcome::Accepted, 2), &mut out);
-        assert!(matches!(
-            out[..],
-            [Finality::Divergence {
-                seq: 1,
-                center: CenterId(2),
-                ..
-            }]
-        ));
+        assert!(matches!(out[..], [Finality::Divergence { seq: 1, center: CenterId(2), .. }]));
         f.handle_ack(CenterId(3), ack(1, Outcome::Accepted, 1), &mut out);
         assert_eq!(f.status(1), SeqStatus::Diverged);
         f.handle_ack(CenterId(1), ack(2, Outcome::Accepted, 5), &mut out);
         f.handle_ack(CenterId(3), ack(2, Outcome::Accepted, 5), &mut out);
-        assert!(
-            !out.iter().any(|x| matches!(x, Finality::Final { .. })),
-            "halted: nothing final"
-        );
+        assert!(!out.iter().any(|x| matches!(x, Finality::Final { .. })), "halted: nothing final");
         assert!(f.is_halted());
     }
 
@@ -406,13 +328,7 @@ mod tests {
         f.handle_ack(CenterId(1), ack(1, Outcome::Accepted, 1), &mut out);
         f.handle_ack(CenterId(2), ack(1, Outcome::Accepted, 1), &mut out);
         f.handle_ack(CenterId(3), ack(1, Outcome::Accepted, 9), &mut out);
-        assert!(matches!(
-            out[1],
-            Finality::Divergence {
-                center: CenterId(3),
-                ..
-            }
-        ));
+        assert!(matches!(out[1], Finality::Divergence { center: CenterId(3), .. }));
         assert_eq!(f.divergences_total(), 1);
     }
 
@@ -420,29 +336,14 @@ mod tests {
     fn window_defers_far_acks_and_out_of_range_is_invalid() {
         let mut f = Finalizer::with_window(3, 4, 1);
         let mut out = Vec::new();
-        assert_eq!(
-            f.handle_ack(CenterId(1), ack(5, Outcome::Accepted, 1), &mut out),
-            AckResult::Deferred
-        );
-        assert_eq!(
-            f.handle_ack(CenterId(4), ack(1, Outcome::Accepted, 1), &mut out),
-            AckResult::Invalid
-        );
-        assert_eq!(
-            f.handle_ack(CenterId(1), ack(0, Outcome::Accepted, 1), &mut out),
-            AckResult::Invalid
-        );
+        assert_eq!(f.handle_ack(CenterId(1), ack(5, Outcome::Accepted, 1), &mut out), AckResult::Deferred);
+        assert_eq!(f.handle_ack(CenterId(4), ack(1, Outcome::Accepted, 1), &mut out), AckResult::Invalid);
+        assert_eq!(f.handle_ack(CenterId(1), ack(0, Outcome::Accepted, 1), &mut out), AckResult::Invalid);
         for c in 1..=2 {
             f.handle_ack(CenterId(c), ack(1, Outcome::Accepted, 1), &mut out);
         }
-        assert_eq!(
-            f.handle_ack(CenterId(1), ack(5, Outcome::Accepted, 1), &mut out),
-            AckResult::Counted
-        );
-        assert_eq!(
-            f.handle_ack(CenterId(3), ack(1, Outcome::Accepted, 1), &mut out),
-            AckResult::Late
-        );
+        assert_eq!(f.handle_ack(CenterId(1), ack(5, Outcome::Accepted, 1), &mut out), AckResult::Counted);
+        assert_eq!(f.handle_ack(CenterId(3), ack(1, Outcome::Accepted, 1), &mut out), AckResult::Late);
     }
 
     #[test]
@@ -460,14 +361,7 @@ mod tests {
         assert_eq!(g.status(2), SeqStatus::Pending { acks: 1 });
         out.clear();
         g.handle_ack(CenterId(3), ack(2, Outcome::Accepted, 2), &mut out);
-        assert_eq!(
-            out,
-            vec![Finality::Final {
-                seq: 2,
-                outcome: Outcome::Accepted,
-                state_hash: 2
-            }]
-        );
+        assert_eq!(out, vec![Finality::Final { seq: 2, outcome: Outcome::Accepted, state_hash: 2 }]);
         assert!(Finalizer::decode(&buf[..buf.len() - 1]).is_none());
     }
 

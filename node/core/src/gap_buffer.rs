@@ -113,9 +113,7 @@ pub struct GapProducer<T> {
 
 impl<T> Clone for GapProducer<T> {
     fn clone(&self) -> Self {
-        GapProducer {
-            shared: Arc::clone(&self.shared),
-        }
+        GapProducer { shared: Arc::clone(&self.shared) }
     }
 }
 
@@ -137,10 +135,7 @@ pub fn gap_buffer_with_timeout<T: Send>(
     seq_next: u64,
     timeout_us: u64,
 ) -> (GapProducer<T>, GapConsumer<T>) {
-    assert!(
-        slots.is_power_of_two() && slots >= 2,
-        "slots must be a power of two"
-    );
+    assert!(slots.is_power_of_two() && slots >= 2, "slots must be a power of two");
     assert!((1..=SEQ_MAX).contains(&seq_next), "seq_next out of range");
     let mask = slots as u64 - 1;
     let slots: Box<[Slot<T>]> = (0..slots as u64)
@@ -153,21 +148,10 @@ pub fn gap_buffer_with_timeout<T: Send>(
             }
         })
         .collect();
-    let shared = Arc::new(Shared {
-        slots,
-        mask,
-        seq_seen_max: AtomicU64::new(seq_next - 1),
-    });
+    let shared = Arc::new(Shared { slots, mask, seq_seen_max: AtomicU64::new(seq_next - 1) });
     (
-        GapProducer {
-            shared: Arc::clone(&shared),
-        },
-        GapConsumer {
-            shared,
-            seq_next,
-            gap_since_us: None,
-            timeout_us,
-        },
+        GapProducer { shared: Arc::clone(&shared) },
+        GapConsumer { shared, seq_next, gap_since_us: None, timeout_us },
     )
 }
 
@@ -225,8 +209,7 @@ impl<T: Send> GapConsumer<T> {
             }
             // SAFETY: FULL(seq) was published with Release by the only writer of this lap.
             let value = slot.value.with_mut(|p| unsafe { (*p).assume_init_read() });
-            slot.stamp
-                .store((seq + slots) << 2 | EMPTY, Ordering::Release);
+            slot.stamp.store((seq + slots) << 2 | EMPTY, Ordering::Release);
             self.seq_next = seq + 1;
             drained += 1;
             apply(seq, value);
@@ -254,11 +237,7 @@ impl<T: Send> GapConsumer<T> {
             return None;
         }
         self.gap_since_us = Some(now_us);
-        Some(Gap {
-            seq_missing_first: self.seq_next,
-            seq_seen_max: seen,
-            waited_us,
-        })
+        Some(Gap { seq_missing_first: self.seq_next, seq_seen_max: seen, waited_us })
     }
 }
 
@@ -306,19 +285,8 @@ mod tests {
         assert_eq!(p.insert(3, 3), Insert::Stored);
         assert_eq!(c.poll_gap(1_000), None, "gap starts being timed");
         assert_eq!(c.poll_gap(1_099), None);
-        assert_eq!(
-            c.poll_gap(1_100),
-            Some(Gap {
-                seq_missing_first: 1,
-                seq_seen_max: 3,
-                waited_us: 100
-            })
-        );
-        assert_eq!(
-            c.poll_gap(1_150),
-            None,
-            "re-reported only after another timeout"
-        );
+        assert_eq!(c.poll_gap(1_100), Some(Gap { seq_missing_first: 1, seq_seen_max: 3, waited_us: 100 }));
+        assert_eq!(c.poll_gap(1_150), None, "re-reported only after another timeout");
         assert!(drain_all(&mut c).is_empty(), "hole is not skipped");
         p.insert(1, 1);
         p.insert(2, 2);

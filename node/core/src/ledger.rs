@@ -92,10 +92,7 @@ impl Ledger {
 
     /// Σ balances over all accounts (all currencies), for reports.
     pub fn balance_total_minor(&self) -> u128 {
-        self.accounts
-            .iter()
-            .map(|a| u128::from(a.balance_minor))
-            .sum()
+        self.accounts.iter().map(|a| u128::from(a.balance_minor)).sum()
     }
     /// Σ funded over all currencies.
     pub fn funded_total_minor(&self) -> u128 {
@@ -114,10 +111,7 @@ impl Ledger {
         let outcome = match &entry.payload {
             Payload::Transfer(t) => self.transfer(t),
             Payload::AccountOpen { account, currency } => self.open(*account, *currency),
-            Payload::AccountFund {
-                account,
-                amount_minor,
-            } => self.fund(*account, *amount_minor),
+            Payload::AccountFund { account, amount_minor } => self.fund(*account, *amount_minor),
             Payload::AccountClose { account } => self.close(*account),
             // Ticks and plugin commands change no account; plugins apply them (plugin host).
             Payload::Tick | Payload::Plugin(_) => Ok(()),
@@ -129,11 +123,7 @@ impl Ledger {
         self.seq_applied = entry.seq;
         self.timestamp_us = self.timestamp_us.max(entry.timestamp_us);
         self.state_hash = chain(self.state_hash, entry.seq, outcome.code());
-        Applied {
-            seq: entry.seq,
-            outcome,
-            state_hash: self.state_hash,
-        }
+        Applied { seq: entry.seq, outcome, state_hash: self.state_hash }
     }
 
     fn live(&self, id: AccountId) -> Result<usize, RejectReason> {
@@ -173,12 +163,7 @@ impl Ledger {
             return Err(RejectReason::AccountExists);
         }
         let i = u32::try_from(self.accounts.len()).map_err(|_| RejectReason::AmountTooLarge)?;
-        self.accounts.push(Account {
-            id,
-            currency,
-            balance_minor: 0,
-            closed: false,
-        });
+        self.accounts.push(Account { id, currency, balance_minor: 0, closed: false });
         self.index.insert(id, i);
         Ok(())
     }
@@ -196,10 +181,7 @@ impl Ledger {
                 p
             }
         };
-        let total = self.funded[pos]
-            .1
-            .checked_add(amount_minor)
-            .filter(|t| *t <= AMOUNT_MINOR_MAX);
+        let total = self.funded[pos].1.checked_add(amount_minor).filter(|t| *t <= AMOUNT_MINOR_MAX);
         let Some(total) = total else {
             return Err(RejectReason::AmountTooLarge);
         };
@@ -227,17 +209,10 @@ impl Ledger {
             }
         }
         for (currency, balances_minor) in sums {
-            let funded_minor = self
-                .funded
-                .iter()
-                .find(|(c, _)| *c == currency)
-                .map_or(0, |(_, m)| u128::from(*m));
+            let funded_minor =
+                self.funded.iter().find(|(c, _)| *c == currency).map_or(0, |(_, m)| u128::from(*m));
             if balances_minor != funded_minor {
-                return Err(ConservationError {
-                    currency,
-                    balances_minor,
-                    funded_minor,
-                });
+                return Err(ConservationError { currency, balances_minor, funded_minor });
             }
         }
         Ok(())
@@ -271,6 +246,10 @@ impl Ledger {
         let funded = r.u32()? as usize;
         for _ in 0..funded.min(buf.len()) {
             let c = Currency::new(r.take(3)?).map_err(|_| LedgerDecodeError)?;
+            // `fund` binary-searches this list: it must be sorted and unique.
+            if l.funded.last().is_some_and(|(last, _)| *last >= c) {
+                return Err(LedgerDecodeError);
+            }
             l.funded.push((c, r.u64()?));
         }
         let n = r.u32()? as usize;
@@ -290,12 +269,7 @@ impl Ledger {
             if l.index.insert(id, i as u32).is_some() {
                 return Err(LedgerDecodeError);
             }
-            l.accounts.push(Account {
-                id,
-                currency,
-                balance_minor,
-                closed,
-            });
+            l.accounts.push(Account { id, currency, balance_minor, closed });
         }
         // Check after reading back, as before writing.
         l.check_conservation().map_err(|_| LedgerDecodeError)?;
@@ -310,10 +284,7 @@ struct Cursor<'a> {
 
 impl<'a> Cursor<'a> {
     fn take(&mut self, n: usize) -> Result<&'a [u8], LedgerDecodeError> {
-        let s = self
-            .buf
-            .get(self.at..self.at + n)
-            .ok_or(LedgerDecodeError)?;
+        let s = self.buf.get(self.at..self.at + n).ok_or(LedgerDecodeError)?;
         self.at += n;
         Ok(s)
     }
@@ -347,10 +318,7 @@ mod tests {
     }
     impl Feed {
         fn new() -> Self {
-            Feed {
-                ledger: Ledger::new(),
-                seq: 0,
-            }
+            Feed { ledger: Ledger::new(), seq: 0 }
         }
         fn apply(&mut self, payload: Payload) -> Outcome {
             self.seq += 1;
@@ -382,102 +350,47 @@ mod tests {
     fn every_reject_reason() {
         let mut f = Feed::new();
         assert_eq!(
-            f.apply(Payload::AccountOpen {
-                account: AccountId(1),
-                currency: eur()
-            }),
+            f.apply(Payload::AccountOpen { account: AccountId(1), currency: eur() }),
             Outcome::Accepted
         );
         assert_eq!(
-            f.apply(Payload::AccountOpen {
-                account: AccountId(1),
-                currency: eur()
-            }),
+            f.apply(Payload::AccountOpen { account: AccountId(1), currency: eur() }),
             rejected(RejectReason::AccountExists)
         );
-        f.apply(Payload::AccountOpen {
-            account: AccountId(2),
-            currency: eur(),
-        });
-        f.apply(Payload::AccountOpen {
-            account: AccountId(3),
-            currency: usd(),
-        });
+        f.apply(Payload::AccountOpen { account: AccountId(2), currency: eur() });
+        f.apply(Payload::AccountOpen { account: AccountId(3), currency: usd() });
         assert_eq!(
-            f.apply(Payload::AccountFund {
-                account: AccountId(1),
-                amount_minor: 100
-            }),
+            f.apply(Payload::AccountFund { account: AccountId(1), amount_minor: 100 }),
             Outcome::Accepted
         );
-        assert_eq!(
-            f.xfer(1, 9, 1, eur()),
-            rejected(RejectReason::UnknownAccount)
-        );
-        assert_eq!(
-            f.xfer(9, 1, 1, eur()),
-            rejected(RejectReason::UnknownAccount)
-        );
+        assert_eq!(f.xfer(1, 9, 1, eur()), rejected(RejectReason::UnknownAccount));
+        assert_eq!(f.xfer(9, 1, 1, eur()), rejected(RejectReason::UnknownAccount));
         assert_eq!(f.xfer(1, 1, 1, eur()), rejected(RejectReason::SameAccount));
         assert_eq!(f.xfer(1, 2, 0, eur()), rejected(RejectReason::ZeroAmount));
-        assert_eq!(
-            f.xfer(1, 2, u64::MAX, eur()),
-            rejected(RejectReason::AmountTooLarge)
-        );
-        assert_eq!(
-            f.xfer(1, 3, 1, eur()),
-            rejected(RejectReason::CurrencyMismatch)
-        );
-        assert_eq!(
-            f.xfer(1, 2, 1, usd()),
-            rejected(RejectReason::CurrencyMismatch)
-        );
-        assert_eq!(
-            f.xfer(1, 2, 101, eur()),
-            rejected(RejectReason::InsufficientFunds)
-        );
+        assert_eq!(f.xfer(1, 2, u64::MAX, eur()), rejected(RejectReason::AmountTooLarge));
+        assert_eq!(f.xfer(1, 3, 1, eur()), rejected(RejectReason::CurrencyMismatch));
+        assert_eq!(f.xfer(1, 2, 1, usd()), rejected(RejectReason::CurrencyMismatch));
+        assert_eq!(f.xfer(1, 2, 101, eur()), rejected(RejectReason::InsufficientFunds));
         assert_eq!(f.xfer(1, 2, 100, eur()), Outcome::Accepted);
         assert_eq!(
-            f.apply(Payload::AccountClose {
-                account: AccountId(2)
-            }),
+            f.apply(Payload::AccountClose { account: AccountId(2) }),
             rejected(RejectReason::BalanceNotZero)
         );
+        assert_eq!(f.apply(Payload::AccountClose { account: AccountId(1) }), Outcome::Accepted);
+        assert_eq!(f.xfer(2, 1, 1, eur()), rejected(RejectReason::ClosedAccount));
         assert_eq!(
-            f.apply(Payload::AccountClose {
-                account: AccountId(1)
-            }),
-            Outcome::Accepted
-        );
-        assert_eq!(
-            f.xfer(2, 1, 1, eur()),
+            f.apply(Payload::AccountFund { account: AccountId(1), amount_minor: 1 }),
             rejected(RejectReason::ClosedAccount)
         );
         assert_eq!(
-            f.apply(Payload::AccountFund {
-                account: AccountId(1),
-                amount_minor: 1
-            }),
-            rejected(RejectReason::ClosedAccount)
-        );
-        assert_eq!(
-            f.apply(Payload::AccountFund {
-                account: AccountId(3),
-                amount_minor: AMOUNT_MINOR_MAX
-            }),
+            f.apply(Payload::AccountFund { account: AccountId(3), amount_minor: AMOUNT_MINOR_MAX }),
             Outcome::Accepted
         );
         assert_eq!(
-            f.apply(Payload::AccountFund {
-                account: AccountId(3),
-                amount_minor: 1
-            }),
+            f.apply(Payload::AccountFund { account: AccountId(3), amount_minor: 1 }),
             rejected(RejectReason::AmountTooLarge)
         );
-        assert_eq!(
-            f.ledger.account(AccountId(2)).map(|a| a.balance_minor),
-            Some(100)
-        );
+        assert_eq!(f.ledger.account(AccountId(2)).map(|a| a.balance_minor), Some(100));
         assert!(f.ledger.check_conservation().is_ok());
     }
 
@@ -498,24 +411,15 @@ mod tests {
     #[test]
     fn corrupt_checkpoint_is_refused() {
         let mut f = Feed::new();
-        f.apply(Payload::AccountOpen {
-            account: AccountId(1),
-            currency: eur(),
-        });
-        f.apply(Payload::AccountFund {
-            account: AccountId(1),
-            amount_minor: 5,
-        });
+        f.apply(Payload::AccountOpen { account: AccountId(1), currency: eur() });
+        f.apply(Payload::AccountFund { account: AccountId(1), amount_minor: 5 });
         let mut buf = Vec::new();
         f.ledger.encode(&mut buf);
         // Change the balance without changing the funded total.
         let n = buf.len();
         buf[n - 9] ^= 1;
         assert_eq!(Ledger::decode(&buf).map(|_| ()), Err(LedgerDecodeError));
-        assert_eq!(
-            Ledger::decode(&buf[..n - 20]).map(|_| ()),
-            Err(LedgerDecodeError)
-        );
+        assert_eq!(Ledger::decode(&buf[..n - 20]).map(|_| ()), Err(LedgerDecodeError));
     }
 
     proptest! {

@@ -14,9 +14,7 @@ impl Prng {
             x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
             crate::hash::mix64(x)
         };
-        Prng {
-            s: [next(), next(), next(), next()],
-        }
+        Prng { s: [next(), next(), next(), next()] }
     }
 
     pub fn next_u64(&mut self) -> u64 {

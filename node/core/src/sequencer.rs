@@ -42,10 +42,7 @@ impl Dedupe {
     }
 
     fn get(&self, key: u128) -> Option<(Seq, u64)> {
-        self.current
-            .get(&key)
-            .or_else(|| self.previous.get(&key))
-            .copied()
+        self.current.get(&key).or_else(|| self.previous.get(&key)).copied()
     }
 
     fn insert(&mut self, key: u128, seq: Seq, digest: u64) {
@@ -73,13 +70,7 @@ impl Sequencer {
     }
 
     pub fn with_window(center: CenterId, epoch: u32, window_entries: usize) -> Self {
-        Sequencer {
-            center,
-            epoch,
-            seq_next: 1,
-            timestamp_last_us: 0,
-            dedupe: Dedupe::new(window_entries),
-        }
+        Sequencer { center, epoch, seq_next: 1, timestamp_last_us: 0, dedupe: Dedupe::new(window_entries) }
     }
 
     pub fn seq_next(&self) -> Seq {
@@ -95,17 +86,12 @@ impl Sequencer {
     /// Feeds one durable journal entry, in seq order, while taking over. Panics on a gap: the
     /// durable journal is gap-free by construction, so a hole means corruption (stop the node).
     pub fn recover(&mut self, entry: &Entry) {
-        assert_eq!(
-            entry.seq, self.seq_next,
-            "journal is not gap-free at seq {}",
-            entry.seq
-        );
+        assert_eq!(entry.seq, self.seq_next, "journal is not gap-free at seq {}", entry.seq);
         self.seq_next = entry.seq + 1;
         self.epoch = self.epoch.max(entry.epoch);
         self.timestamp_last_us = self.timestamp_last_us.max(entry.timestamp_us);
         if !entry.bmi.is_none() {
-            self.dedupe
-                .insert(entry.bmi.fingerprint(), entry.seq, entry.payload.digest());
+            self.dedupe.insert(entry.bmi.fingerprint(), entry.seq, entry.payload.digest());
         }
     }
 
@@ -120,12 +106,7 @@ impl Sequencer {
 
     /// Takes leadership with a strictly higher epoch (fences the previous leader).
     pub fn begin_epoch(&mut self, epoch: u32) {
-        assert!(
-            epoch > self.epoch,
-            "epoch must rise: {} -> {}",
-            self.epoch,
-            epoch
-        );
+        assert!(epoch > self.epoch, "epoch must rise: {} -> {}", self.epoch, epoch);
         self.epoch = epoch;
     }
 
@@ -144,31 +125,24 @@ impl Sequencer {
         entries: &mut Vec<Entry>,
         admissions: &mut Vec<Admission>,
     ) {
-        let timestamp_us = self.stamp(now_us);
+        // Time is recorded only if an entry is stamped with it: a batch of retries (or an empty
+        // poll) must not count as activity, or it would hold back the idle `Tick`.
+        let timestamp_us = self.timestamp_last_us.max(now_us);
+        let before = entries.len();
         for command in commands {
             admissions.push(self.admit(timestamp_us, command, entries));
         }
+        if entries.len() > before {
+            self.timestamp_last_us = timestamp_us;
+        }
     }
 
-    fn admit(
-        &mut self,
-        timestamp_us: u64,
-        command: Command,
-        entries: &mut Vec<Entry>,
-    ) -> Admission {
+    fn admit(&mut self, timestamp_us: u64, command: Command, entries: &mut Vec<Entry>) -> Admission {
         let digest = command.payload.digest();
-        let key = if command.bmi.is_none() {
-            None
-        } else {
-            Some(command.bmi.fingerprint())
-        };
+        let key = if command.bmi.is_none() { None } else { Some(command.bmi.fingerprint()) };
         if let Some(key) = key {
             if let Some((seq, known)) = self.dedupe.get(key) {
-                return if known == digest {
-                    Admission::Duplicate(seq)
-                } else {
-                    Admission::Conflict(seq)
-                };
+                return if known == digest { Admission::Duplicate(seq) } else { Admission::Conflict(seq) };
             }
         }
         let seq = self.seq_next;
@@ -229,47 +203,23 @@ mod tests {
     fn stamps_gap_free_seqs_epoch_and_time() {
         let mut s = Sequencer::with_window(CenterId(1), 3, 64);
         let (mut e, mut a) = (Vec::new(), Vec::new());
-        s.handle_commands(
-            100,
-            vec![transfer("A", 1), transfer("B", 1)],
-            &mut e,
-            &mut a,
-        );
+        s.handle_commands(100, vec![transfer("A", 1), transfer("B", 1)], &mut e, &mut a);
         s.handle_commands(50, vec![transfer("C", 1)], &mut e, &mut a);
         let seqs: Vec<_> = e.iter().map(|e| e.seq).collect();
         assert_eq!(seqs, vec![1, 2, 3]);
         assert!(e.iter().all(|e| e.epoch == 3));
         // The clock went backwards; the journal's time did not.
         assert_eq!(e[2].timestamp_us, 100);
-        assert_eq!(
-            a,
-            vec![
-                Admission::Sequenced(1),
-                Admission::Sequenced(2),
-                Admission::Sequenced(3)
-            ]
-        );
+        assert_eq!(a, vec![Admission::Sequenced(1), Admission::Sequenced(2), Admission::Sequenced(3)]);
     }
 
     #[test]
     fn duplicate_bmi_same_content_gets_original_seq_different_content_conflicts() {
         let mut s = Sequencer::with_window(CenterId(1), 1, 64);
         let (mut e, mut a) = (Vec::new(), Vec::new());
-        s.handle_commands(
-            1,
-            vec![transfer("A", 5), transfer("A", 5), transfer("A", 6)],
-            &mut e,
-            &mut a,
-        );
+        s.handle_commands(1, vec![transfer("A", 5), transfer("A", 5), transfer("A", 6)], &mut e, &mut a);
         assert_eq!(e.len(), 1);
-        assert_eq!(
-            a,
-            vec![
-                Admission::Sequenced(1),
-                Admission::Duplicate(1),
-                Admission::Conflict(1)
-            ]
-        );
+        assert_eq!(a, vec![Admission::Sequenced(1), Admission::Duplicate(1), Admission::Conflict(1)]);
     }
 
     #[test]
@@ -279,16 +229,21 @@ mod tests {
         s.handle_commands(10, vec![transfer("A", 5)], &mut e, &mut a);
         assert_eq!(s.poll_tick(10 + TICK_INTERVAL_US - 1), None);
         let t = s.poll_tick(10 + TICK_INTERVAL_US);
-        assert!(matches!(
-            t,
-            Some(Entry {
-                seq: 2,
-                payload: Payload::Tick,
-                origin: CenterId(3),
-                ..
-            })
-        ));
+        assert!(matches!(t, Some(Entry { seq: 2, payload: Payload::Tick, origin: CenterId(3), .. })));
         assert_eq!(s.poll_tick(11 + TICK_INTERVAL_US), None);
+    }
+
+    #[test]
+    fn retries_and_empty_batches_do_not_hold_back_the_tick() {
+        let mut s = Sequencer::with_window(CenterId(1), 1, 64);
+        let (mut e, mut a) = (Vec::new(), Vec::new());
+        s.handle_commands(10, vec![transfer("A", 5)], &mut e, &mut a);
+        for t in 1..20u64 {
+            s.handle_commands(10 + t * TICK_INTERVAL_US / 10, vec![transfer("A", 5)], &mut e, &mut a);
+            s.handle_commands(10 + t * TICK_INTERVAL_US / 10, Vec::new(), &mut e, &mut a);
+        }
+        assert_eq!(e.len(), 1, "retries are not journaled");
+        assert!(s.poll_tick(10 + TICK_INTERVAL_US).is_some(), "idle since the only entry: tick");
     }
 
     #[test]
@@ -302,12 +257,7 @@ mod tests {
         }
         t.begin_epoch(2);
         let (mut e2, mut a2) = (Vec::new(), Vec::new());
-        t.handle_commands(
-            2,
-            vec![transfer("B", 5), transfer("C", 5)],
-            &mut e2,
-            &mut a2,
-        );
+        t.handle_commands(2, vec![transfer("B", 5), transfer("C", 5)], &mut e2, &mut a2);
         assert_eq!(a2, vec![Admission::Duplicate(2), Admission::Sequenced(3)]);
         assert_eq!(e2[0].epoch, 2);
         assert!(std::panic::catch_unwind(move || t.begin_epoch(2)).is_err());

@@ -1,10 +1,115 @@
-//! `rtgs sim`: placeholder until the simulator lands.
+//! `rtgs sim`: the deterministic simulator over a range of seeds, or one seed replayed.
+//!
+//! Every run is a pure function of its configuration, so a failure's seed (with the same flags)
+//! replays it exactly. The release build aborts on panic; a panic hook therefore prints the seed
+//! being run before the process ends, so a core assertion is replayable too.
+
 use clap::Args;
+use rtgs_core::sim::{self, SimConfig};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
 #[derive(Args)]
-pub struct SimArgs {}
+pub struct SimArgs {
+    /// Run (replay) exactly this seed and print its report.
+    #[arg(long, conflicts_with_all = ["seeds", "from"])]
+    pub seed: Option<u64>,
+    /// How many seeds to run.
+    #[arg(long, default_value_t = 1_000)]
+    pub seeds: u64,
+    /// First seed of the range.
+    #[arg(long, default_value_t = 0)]
+    pub from: u64,
+    /// Centers in the simulated cluster.
+    #[arg(long, default_value_t = 3)]
+    pub centers: usize,
+    /// Accounts opened and funded first.
+    #[arg(long, default_value_t = 8)]
+    pub accounts: usize,
+    /// Transfers and closes after setup.
+    #[arg(long, default_value_t = 150)]
+    pub commands: usize,
+    /// 0 = reordering only, 1 light, 2 medium, 3 heavy faults.
+    #[arg(long, default_value_t = 2)]
+    pub fault_level: u8,
+}
 
-pub fn run(_args: SimArgs) -> anyhow::Result<ExitCode> {
+static CURRENT_SEED: AtomicU64 = AtomicU64::new(0);
+
+fn replay_command(args: &SimArgs, seed: u64) -> String {
+    let d = SimConfig::small(0);
+    let mut cmd = format!("rtgs sim --seed {seed}");
+    if args.centers != d.centers {
+        cmd += &format!(" --centers {}", args.centers);
+    }
+    if args.accounts != d.accounts {
+        cmd += &format!(" --accounts {}", args.accounts);
+    }
+    if args.commands != d.commands {
+        cmd += &format!(" --commands {}", args.commands);
+    }
+    if args.fault_level != d.fault_level {
+        cmd += &format!(" --fault-level {}", args.fault_level);
+    }
+    cmd
+}
+
+pub fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
+    let config = |seed| SimConfig {
+        seed,
+        centers: args.centers,
+        accounts: args.accounts,
+        commands: args.commands,
+        fault_level: args.fault_level,
+        inject_bug: None,
+    };
+    let replay_template = replay_command(&args, u64::MAX);
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let seed = CURRENT_SEED.load(Ordering::Relaxed);
+        eprintln!(
+            "rtgs sim: panic while simulating seed {seed}; replay with: {}",
+            replay_template.replace(&u64::MAX.to_string(), &seed.to_string())
+        );
+        default_hook(info);
+    }));
+
+    if let Some(seed) = args.seed {
+        CURRENT_SEED.store(seed, Ordering::Relaxed);
+        return Ok(match sim::run(&config(seed)) {
+            Ok(r) => {
+                println!("{r:#?}");
+                ExitCode::SUCCESS
+            }
+            Err(f) => {
+                eprintln!("{f}\nreplay with: {}", replay_command(&args, f.seed));
+                ExitCode::FAILURE
+            }
+        });
+    }
+
+    let started = Instant::now();
+    let (mut steps, mut crashes, mut finalized) = (0u64, 0u64, 0u64);
+    for seed in args.from..args.from.saturating_add(args.seeds) {
+        CURRENT_SEED.store(seed, Ordering::Relaxed);
+        match sim::run(&config(seed)) {
+            Ok(r) => {
+                steps += r.steps;
+                crashes += r.center_crashes + r.sequencer_crashes;
+                finalized += r.finalized;
+            }
+            Err(f) => {
+                eprintln!("{f}\nreplay with: {}", replay_command(&args, f.seed));
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+    }
+    println!(
+        "{} seeds from {} passed in {:.1} s: {steps} steps, {crashes} crashes, {finalized} seqs finalized",
+        args.seeds,
+        args.from,
+        started.elapsed().as_secs_f64()
+    );
     Ok(ExitCode::SUCCESS)
 }
