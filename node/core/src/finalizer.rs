@@ -81,6 +81,8 @@ pub struct Finalizer {
     halted: bool,
     finalized_total: u64,
     divergences_total: u64,
+    /// Highest seq any ack was counted for (bounds the live part of the ring).
+    seq_acked_max: Seq,
 }
 
 impl Finalizer {
@@ -102,6 +104,7 @@ impl Finalizer {
             halted: false,
             finalized_total: 0,
             divergences_total: 0,
+            seq_acked_max: 0,
         }
     }
 
@@ -161,6 +164,7 @@ impl Finalizer {
             self.slots[index] = Slot { seq, ..FREE };
             self.slots[index].status = Status::Pending;
         }
+        self.seq_acked_max = self.seq_acked_max.max(seq);
         let bit = 1u8 << center.index();
         let slot = self.slots[index];
         let first = (slot.outcome, slot.state_hash);
@@ -221,9 +225,9 @@ impl Finalizer {
         out.push(u8::from(self.halted));
         out.extend_from_slice(&self.finalized_total.to_le_bytes());
         out.extend_from_slice(&self.divergences_total.to_le_bytes());
-        let live: Vec<&Slot> = self
-            .slots
-            .iter()
+        // Only the live part of the ring: from the oldest unfinal seq to the highest acked one.
+        let live: Vec<&Slot> = (self.seq_unfinal_first..=self.seq_acked_max)
+            .map(|seq| &self.slots[(seq & self.mask) as usize])
             .filter(|s| s.seq >= self.seq_unfinal_first && s.status != Status::Free)
             .collect();
         out.extend_from_slice(&(live.len() as u64).to_le_bytes());
@@ -274,6 +278,7 @@ impl Finalizer {
                 return None;
             }
             f.slots[(seq & f.mask) as usize] = Slot { seq, acked, outcome, state_hash, status };
+            f.seq_acked_max = f.seq_acked_max.max(seq);
         }
         Some((f, at))
     }

@@ -644,7 +644,8 @@ impl CenterThread {
             journal_dir: s.journal_dir,
             checkpoint_path: s.checkpoint_path,
             checkpoint_interval: s.checkpoint_interval,
-            applied_since_checkpoint: 0,
+            // Stagger the centers' checkpoints so their fsyncs do not all hit the disk at once.
+            applied_since_checkpoint: s.checkpoint_interval / s.centers as u64 * s.id.index() as u64,
             checkpoints_written: 0,
             gap_pulls: 0,
             journal_rx: s.journal_rx,

@@ -5,7 +5,7 @@ use rtgs_core::limits::{FINALIZER_WINDOW_SEQS, GAP_BUFFER_SLOTS, SEQUENCER_BATCH
 /// Largest number of commands in one submission (one message on the submit queue).
 pub const SUBMISSION_COMMANDS_MAX: usize = 1_024;
 /// Submissions waiting for the sequencer.
-pub const SUBMIT_QUEUE_SUBMISSIONS: usize = 256;
+pub const SUBMIT_QUEUE_SUBMISSIONS: usize = 32;
 /// Sequenced batches waiting for the journal writer.
 pub const WRITE_QUEUE_BATCHES: usize = 8;
 /// Durable batches waiting for one center to apply them.
