@@ -213,14 +213,14 @@ impl Payload {
         if let Payload::Transfer(t) = self {
             // The hot path: no allocation.
             let cur = u64::from(u32::from_le_bytes([t.currency.0[0], t.currency.0[1], t.currency.0[2], 1]));
-            let mut h = mix64(t.debtor.0 ^ 0xD16E_57);
+            let mut h = mix64(t.debtor.0 ^ 0x00D1_6E57);
             h = mix64(h ^ t.creditor.0).wrapping_add(1);
             h = mix64(h ^ t.amount_minor).wrapping_add(2);
             return mix64(h ^ cur);
         }
         let mut buf = Vec::with_capacity(64);
         crate::codec::encode_payload(self, &mut buf);
-        crate::hash::bytes64(0xD16E_57, &buf)
+        crate::hash::bytes64(0x00D1_6E57, &buf)
     }
 }
 

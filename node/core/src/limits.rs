@@ -9,8 +9,8 @@ pub const SEQUENCER_BATCH_ENTRIES_MAX: usize = 8_192;
 /// How many of the most recent sequenced entries the sequencer remembers by `bmi`.
 ///
 /// Two generations of `DEDUPE_WINDOW_ENTRIES / 2` each: a `bmi` is remembered for at least
-/// `DEDUPE_WINDOW_ENTRIES / 2` and at most `DEDUPE_WINDOW_ENTRIES` later entries (≈ 1.5–3 s at the
-/// demo's full rate, 15–30 s at 100,000/s). 7/8 of a power of two fills the hash tables exactly;
+/// `DEDUPE_WINDOW_ENTRIES / 2` and at most `DEDUPE_WINDOW_ENTRIES` later entries (≈ 0.4–0.8 s at the
+/// demo's full rate, 9–18 s at 100,000/s). 7/8 of a power of two fills the hash tables exactly;
 /// both generations together take ≈ 80 MiB. A resubmission older than the window is sequenced
 /// again; the PostgreSQL engine closes that hole with a unique key (mission.md §2.2).
 pub const DEDUPE_WINDOW_ENTRIES: usize = 2 * 917_504;

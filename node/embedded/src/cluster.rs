@@ -197,24 +197,37 @@ pub struct Submitter {
     clock: Arc<Clock>,
 }
 
-#[derive(Debug, thiserror::Error)]
-#[error("the cluster is not accepting submissions (stopped or failed)")]
-pub struct Closed;
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SubmitError {
+    #[error("the cluster is not accepting submissions (stopped or failed)")]
+    Closed,
+    #[error("a submission holds at most {max} commands, not {0}", max = SUBMISSION_COMMANDS_MAX)]
+    TooMany(usize),
+    #[error("{commands} commands but {times} submit times")]
+    TimesMismatch { commands: usize, times: usize },
+}
 
 impl Submitter {
     /// Submits up to [`SUBMISSION_COMMANDS_MAX`] commands stamped now; blocks while the queue is
     /// full (back-pressure).
-    pub fn submit(&self, commands: Vec<Command>) -> Result<(), Closed> {
+    pub fn submit(&self, commands: Vec<Command>) -> Result<(), SubmitError> {
         let now = self.clock.now_us();
         let submitted_at_us = vec![now; commands.len()];
         self.submit_at(commands, submitted_at_us)
     }
 
     /// Submits with explicit submit times (open-loop load generators use the intended time).
-    pub fn submit_at(&self, commands: Vec<Command>, submitted_at_us: Vec<u64>) -> Result<(), Closed> {
-        assert_eq!(commands.len(), submitted_at_us.len());
-        assert!(commands.len() <= SUBMISSION_COMMANDS_MAX, "submission over SUBMISSION_COMMANDS_MAX");
-        self.tx.send(Submission { commands, submitted_at_us }).map_err(|_| Closed)
+    pub fn submit_at(&self, commands: Vec<Command>, submitted_at_us: Vec<u64>) -> Result<(), SubmitError> {
+        if commands.len() != submitted_at_us.len() {
+            return Err(SubmitError::TimesMismatch {
+                commands: commands.len(),
+                times: submitted_at_us.len(),
+            });
+        }
+        if commands.len() > SUBMISSION_COMMANDS_MAX {
+            return Err(SubmitError::TooMany(commands.len()));
+        }
+        self.tx.send(Submission { commands, submitted_at_us }).map_err(|_| SubmitError::Closed)
     }
 
     pub fn clock(&self) -> &Clock {
@@ -325,13 +338,15 @@ impl Cluster {
                 checkpoint_path: checkpoint::path_for(&config.data_dir, id),
                 replay_until: tail.seq_last,
                 checkpoint_interval: config.checkpoint_interval_entries,
-                journal_rx,
-                ack_rx,
-                peers,
-                events_tx: events_tx.clone(),
-                checkpoint_tx: ckpt_tx.clone(),
-                shared: Arc::clone(&shared),
-                clock: Arc::clone(&clock),
+                links: CenterLinks {
+                    journal_rx,
+                    ack_rx,
+                    peers,
+                    events_tx: events_tx.clone(),
+                    checkpoint_tx: ckpt_tx.clone(),
+                    shared: Arc::clone(&shared),
+                    clock: Arc::clone(&clock),
+                },
             })?;
             centers
                 .push(spawn(format!("center-{id}")).spawn(move || center.run()).map_err(StartError::Thread)?);
@@ -351,6 +366,14 @@ impl Cluster {
     pub fn submitter(&self) -> Submitter {
         match &self.submitter {
             Some(s) => s.clone(),
+            None => unreachable!("submitter is only taken by shutdown, which consumes the cluster"),
+        }
+    }
+
+    /// The clock submit times and entry timestamps are taken from.
+    pub fn clock(&self) -> &Clock {
+        match &self.submitter {
+            Some(s) => &s.clock,
             None => unreachable!("submitter is only taken by shutdown, which consumes the cluster"),
         }
     }
@@ -567,8 +590,14 @@ struct CenterSetup {
     checkpoint_path: PathBuf,
     replay_until: Seq,
     checkpoint_interval: u64,
+    links: CenterLinks,
+}
+
+/// A center's queues and shared handles.
+struct CenterLinks {
     journal_rx: Receiver<Arc<JournalBatch>>,
     ack_rx: Receiver<Arc<AckBatch>>,
+    /// Ack queues of the other centers; cleared once this center has nothing more to send.
     peers: Vec<Sender<Arc<AckBatch>>>,
     events_tx: Sender<ClientEvent>,
     checkpoint_tx: Sender<CheckpointJob>,
@@ -585,7 +614,6 @@ struct CenterThread {
     /// Own ack batches some finalizer may still need (shared with the peers' queues).
     ack_log: VecDeque<Arc<AckBatch>>,
     awaiting: VecDeque<Awaiting>,
-    peers: Vec<Sender<Arc<AckBatch>>>,
     outbox: VecDeque<(usize, Arc<AckBatch>)>,
     deferred: VecDeque<(CenterId, Applied)>,
     finals: Vec<Finality>,
@@ -598,12 +626,7 @@ struct CenterThread {
     checkpoints_written: u64,
     gap_pulls: u64,
     seq_resumed_from: Seq,
-    journal_rx: Receiver<Arc<JournalBatch>>,
-    ack_rx: Receiver<Arc<AckBatch>>,
-    events_tx: Sender<ClientEvent>,
-    checkpoint_tx: Sender<CheckpointJob>,
-    shared: Arc<Shared>,
-    clock: Arc<Clock>,
+    links: CenterLinks,
 }
 
 impl CenterThread {
@@ -635,7 +658,6 @@ impl CenterThread {
             gap_out,
             ack_log,
             awaiting,
-            peers: s.peers,
             outbox: VecDeque::new(),
             deferred: VecDeque::new(),
             finals: Vec::new(),
@@ -648,12 +670,7 @@ impl CenterThread {
             applied_since_checkpoint: s.checkpoint_interval / s.centers as u64 * s.id.index() as u64,
             checkpoints_written: 0,
             gap_pulls: 0,
-            journal_rx: s.journal_rx,
-            ack_rx: s.ack_rx,
-            events_tx: s.events_tx,
-            checkpoint_tx: s.checkpoint_tx,
-            shared: s.shared,
-            clock: s.clock,
+            links: s.links,
         };
         center.resend_ack_log();
         Ok(center)
@@ -665,15 +682,15 @@ impl CenterThread {
         let log: Vec<Arc<AckBatch>> = self.ack_log.iter().cloned().collect();
         for batch in log {
             self.count_acks(self.id, &batch.items);
-            for p in 0..self.peers.len() {
+            for p in 0..self.links.peers.len() {
                 self.outbox.push_back((p, Arc::clone(&batch)));
             }
         }
     }
 
     fn run(mut self) -> Result<CenterReport, String> {
-        let journal_rx = self.journal_rx.clone();
-        let ack_rx = self.ack_rx.clone();
+        let journal_rx = self.links.journal_rx.clone();
+        let ack_rx = self.links.ack_rx.clone();
         let mut journal_open = true;
         let mut acks_open = true;
         loop {
@@ -694,17 +711,17 @@ impl CenterThread {
                 self.replay_step()?;
                 continue;
             }
-            if !journal_open && self.outbox.is_empty() && !self.peers.is_empty() {
+            if !journal_open && self.outbox.is_empty() && !self.links.peers.is_empty() {
                 // Done sending: dropping our senders lets the peers' ack queues close.
-                self.peers.clear();
+                self.links.peers.clear();
             }
-            if !journal_open && self.peers.is_empty() && !acks_open {
+            if !journal_open && self.links.peers.is_empty() && !acks_open {
                 break;
             }
             let mut sel = Select::new();
             let i_ack = acks_open.then(|| sel.recv(&ack_rx));
             let i_journal = (journal_open && self.outbox.is_empty()).then(|| sel.recv(&journal_rx));
-            let send_to = self.outbox.front().map(|(p, _)| self.peers[*p].clone());
+            let send_to = self.outbox.front().map(|(p, _)| self.links.peers[*p].clone());
             let i_send = send_to.as_ref().map(|s| sel.send(s));
             let Ok(op) = sel.select_timeout(Duration::from_millis(50)) else {
                 continue;
@@ -750,7 +767,7 @@ impl CenterThread {
 
     fn flush_outbox(&mut self) {
         while let Some((p, b)) = self.outbox.front() {
-            match self.peers[*p].try_send(Arc::clone(b)) {
+            match self.links.peers[*p].try_send(Arc::clone(b)) {
                 Ok(()) | Err(TrySendError::Disconnected(_)) => {
                     self.outbox.pop_front();
                 }
@@ -827,7 +844,7 @@ impl CenterThread {
     }
 
     fn poll_gap(&mut self) -> Result<(), String> {
-        if let Some(gap) = self.gap_out.poll_gap(self.clock.now_us()) {
+        if let Some(gap) = self.gap_out.poll_gap(self.links.clock.now_us()) {
             self.pull(gap.seq_missing_first, gap.seq_seen_max)?;
         }
         Ok(())
@@ -855,7 +872,7 @@ impl CenterThread {
         }
         let batch = Arc::new(AckBatch { center: me, items: acks });
         self.ack_log.push_back(Arc::clone(&batch));
-        for p in 0..self.peers.len() {
+        for p in 0..self.links.peers.len() {
             self.outbox.push_back((p, Arc::clone(&batch)));
         }
         self.count_acks(me, &batch.items);
@@ -896,8 +913,8 @@ impl CenterThread {
                     self.id
                 );
                 eprintln!("{msg}");
-                self.shared.diverged.store(true, Ordering::Release);
-                let _ = self.events_tx.send(ClientEvent::Divergence(msg));
+                self.links.shared.diverged.store(true, Ordering::Release);
+                let _ = self.links.events_tx.send(ClientEvent::Divergence(msg));
             }
         }
         self.announce();
@@ -929,12 +946,12 @@ impl CenterThread {
         }
         if !notices.is_empty() {
             // The client going away is not this center's failure.
-            let _ = self.events_tx.send(ClientEvent::Final(notices));
+            let _ = self.links.events_tx.send(ClientEvent::Final(notices));
         }
     }
 
     fn checkpoint(&mut self, now: bool) -> Result<(), String> {
-        let floor = self.shared.ack_floor();
+        let floor = self.links.shared.ack_floor();
         while self.ack_log.front().is_some_and(|b| b.items.last().is_none_or(|a| a.seq < floor)) {
             self.ack_log.pop_front();
         }
@@ -951,8 +968,8 @@ impl CenterThread {
         };
         if now {
             // The last one: wait for room rather than skip it.
-            self.checkpoint_tx.send(job).map_err(|_| "checkpointer stopped".to_string())?;
-        } else if self.checkpoint_tx.try_send(job).is_err() {
+            self.links.checkpoint_tx.send(job).map_err(|_| "checkpointer stopped".to_string())?;
+        } else if self.links.checkpoint_tx.try_send(job).is_err() {
             // The checkpointer is busy: try again after the next batch.
             return Ok(());
         }

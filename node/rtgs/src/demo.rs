@@ -194,7 +194,7 @@ fn drive(args: &DemoArgs, cluster: &Cluster, run_id: u64) -> anyhow::Result<Run>
     });
     let mut ignored = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
     let setup_prefixes = [format!("O{run_id:x}-"), format!("F{run_id:x}-")];
-    let setup_run = collect(cluster, setup_entries, &setup_prefixes, None, &mut ignored, args.json)?;
+    let setup_run = collect(cluster, setup_entries, &setup_prefixes, None, &mut ignored)?;
     setup_thread.join().map_err(|_| anyhow::anyhow!("setup submitter panicked"))??;
     if setup_run.divergences > 0 {
         bail!("divergence during setup");
@@ -211,8 +211,7 @@ fn drive(args: &DemoArgs, cluster: &Cluster, run_id: u64) -> anyhow::Result<Run>
             .context("starting the load generator")?
     };
     let mut latency = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
-    let mut run =
-        collect(cluster, args.transfers, &[format!("T{run_id:x}-")], Some(started), &mut latency, args.json)?;
+    let mut run = collect(cluster, args.transfers, &[format!("T{run_id:x}-")], Some(started), &mut latency)?;
     run.recovered_notices += setup_run.recovered_notices;
     generator.join().map_err(|_| anyhow::anyhow!("load generator panicked"))??;
     run.elapsed = started.elapsed();
@@ -256,7 +255,7 @@ fn generate(args: &DemoArgs, run_id: u64, submitter: Submitter, currency: Curren
                     currency,
                 }),
             });
-            at.push(if args.rate == 0 { 0 } else { start_us + i * 1_000_000 / args.rate });
+            at.push(i.saturating_mul(1_000_000).checked_div(args.rate).map_or(0, |d| start_us + d));
         }
         if args.rate == 0 {
             submitter.submit(commands)?;
@@ -280,7 +279,7 @@ fn generate(args: &DemoArgs, run_id: u64, submitter: Submitter, currency: Curren
 }
 
 /// Receives events until `expected` notices of this run (bmi starting with one of `prefixes`) are
-/// final; progress on stderr once a second. Notices of earlier runs (re-announced after a crash:
+/// final; a progress line on stderr once a second (stdout stays clean for `--json`). Notices of earlier runs (re-announced after a crash:
 /// announcement is at-least-once) are only counted.
 fn collect(
     cluster: &Cluster,
@@ -288,7 +287,6 @@ fn collect(
     prefixes: &[String],
     started: Option<Instant>,
     latency: &mut Histogram<u64>,
-    quiet: bool,
 ) -> anyhow::Result<Run> {
     let mut run = Run {
         submitted: expected,
@@ -302,7 +300,7 @@ fn collect(
         divergences: 0,
         recovered_notices: 0,
     };
-    let clock_now = || cluster.submitter().clock().now_us();
+    let clock_now = || cluster.clock().now_us();
     let mut last_progress = Instant::now();
     let mut last_finalized = 0u64;
     let mut idle_since = Instant::now();
@@ -342,7 +340,7 @@ fn collect(
         if idle_since.elapsed() > Duration::from_secs(30) {
             bail!("no progress for 30 s: {} of {expected} final", run.settled + run.rejected);
         }
-        if let (Some(start), false) = (started, quiet) {
+        if let Some(start) = started {
             if last_progress.elapsed() >= Duration::from_secs(1) {
                 let finalized = run.settled + run.rejected;
                 let rate = (finalized - last_finalized) as f64 / last_progress.elapsed().as_secs_f64();
