@@ -71,6 +71,26 @@ pub enum SeqStatus {
     Unknown,
 }
 
+impl SeqStatus {
+    /// The ISO 20022 `TxSts` a participant sees: ACSP while waiting for a quorum, then ACCC
+    /// (settled) or RJCT (rejected, see the outcome's reason). `None` when it cannot be told.
+    pub fn iso_status(self) -> Option<&'static str> {
+        match self {
+            SeqStatus::Pending { .. } | SeqStatus::Diverged => Some("ACSP"),
+            SeqStatus::Final(outcome) => Some(iso_final_status(outcome)),
+            SeqStatus::Unknown => None,
+        }
+    }
+}
+
+/// ACCC for an accepted entry, RJCT for a rejected one.
+pub fn iso_final_status(outcome: Outcome) -> &'static str {
+    match outcome {
+        Outcome::Accepted => "ACCC",
+        Outcome::Rejected(_) => "RJCT",
+    }
+}
+
 pub struct Finalizer {
     center_count: u8,
     quorum: u8,
@@ -301,6 +321,7 @@ mod tests {
         let rj = Outcome::Rejected(RejectReason::InsufficientFunds);
         assert_eq!(f.handle_ack(CenterId(1), ack(1, rj, 7), &mut out), AckResult::Counted);
         assert_eq!(f.status(1), SeqStatus::Pending { acks: 1 });
+        assert_eq!(f.status(1).iso_status(), Some("ACSP"));
         assert_eq!(f.handle_ack(CenterId(1), ack(1, rj, 7), &mut out), AckResult::Duplicate);
         assert!(out.is_empty(), "one center is not a quorum, however often it acks");
         f.handle_ack(CenterId(3), ack(1, rj, 7), &mut out);
@@ -308,6 +329,8 @@ mod tests {
         f.handle_ack(CenterId(2), ack(1, rj, 7), &mut out);
         assert_eq!(out.len(), 1, "third ack does not finalize again");
         assert_eq!(f.status(1), SeqStatus::Final(rj));
+        assert_eq!(f.status(1).iso_status(), Some("RJCT"));
+        assert_eq!(iso_final_status(Outcome::Accepted), "ACCC");
         assert_eq!(f.seq_unfinal_first(), 2);
     }
 

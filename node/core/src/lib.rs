@@ -11,6 +11,7 @@
 //! * [`gap_buffer`] — lock-free bounded reorder window between journal readers and the applier.
 //! * [`ledger`] — deterministic apply, ISO 20022 reject reasons, chained state hash.
 //! * [`finalizer`] — 2-of-3 quorum tally, exactly-once finality, divergence halt.
+//! * [`plugin`] — the contract plugins implement (deterministic, effects out, results in).
 //! * [`sim`] — the deterministic simulator (VOPR-style) that drives all of the above.
 //! * [`limits`] — every bound in one place; [`hash`], [`prng`] — deterministic helpers.
 
@@ -21,6 +22,7 @@ pub mod gap_buffer;
 pub mod hash;
 pub mod ledger;
 pub mod limits;
+pub mod plugin;
 pub mod prng;
 pub mod sequencer;
 pub mod sim;

@@ -23,6 +23,18 @@ pub enum Admission {
     Conflict(Seq),
 }
 
+impl Admission {
+    /// The ISO 20022 reason a participant is told when nothing new was journaled: a conflicting
+    /// reuse of a `bmi` is rejected as DUPL; a retry is not rejected (it gets the original's
+    /// status), and neither is a newly sequenced command.
+    pub fn reject_reason(self) -> Option<crate::entry::RejectReason> {
+        match self {
+            Admission::Conflict(_) => Some(crate::entry::RejectReason::Duplicate),
+            Admission::Sequenced(_) | Admission::Duplicate(_) => None,
+        }
+    }
+}
+
 /// Remembers recent `bmi`s: two generations, each holding up to half the window; when the current
 /// one fills, the older one is dropped whole (no per-entry eviction on the hot path).
 struct Dedupe {
@@ -220,6 +232,8 @@ mod tests {
         s.handle_commands(1, vec![transfer("A", 5), transfer("A", 5), transfer("A", 6)], &mut e, &mut a);
         assert_eq!(e.len(), 1);
         assert_eq!(a, vec![Admission::Sequenced(1), Admission::Duplicate(1), Admission::Conflict(1)]);
+        assert_eq!(a[2].reject_reason().map(|r| r.iso_code()), Some("DUPL"));
+        assert_eq!(a[1].reject_reason(), None);
     }
 
     #[test]
