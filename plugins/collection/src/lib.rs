@@ -1,0 +1,4 @@
+//! # rtgs-collection: the collection (wallet sweeping) plugin
+//!
+//! # Layout
+//! Work in progress (issue 5): see `plugins/README.md`.
