@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Installs what is missing and starts, on loopback only, the servers the production engine needs:
+# PostgreSQL 15 (Debian's package) on 127.0.0.1:5432 and the Kafka-compatible broker tansu 0.6.0
+# (crates.io) on 127.0.0.1:9092. Idempotent: what is installed is not installed again, what runs
+# is not started again. Fails with a message that says why when something cannot be started.
+#
+#   RTGS_INFRA_DIR        broker working directory, pid and log   (default /var/tmp/rtgs-infra)
+#   RTGS_BROKER_STORAGE   tansu storage engine URL                (default memory://tansu/;
+#                         sqlite://tansu.db survives a broker restart but is ~12x slower)
+#   RTGS_PG_PASSWORD      password set for the postgres user      (default postgres)
+set -euo pipefail
+
+INFRA_DIR=${RTGS_INFRA_DIR:-/var/tmp/rtgs-infra}
+BROKER_STORAGE=${RTGS_BROKER_STORAGE:-memory://tansu/}
+PG_PASSWORD=${RTGS_PG_PASSWORD:-postgres}
+TANSU_VERSION=0.6.0
+PG_VERSION=15
+
+log() { echo "infra-up: $*" >&2; }
+die() { echo "infra-up: error: $*" >&2; exit 1; }
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+wait_port() { # port seconds what
+  local i
+  for ((i = 0; i < $2 * 10; i++)); do
+    port_open "$1" && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+# --- PostgreSQL -------------------------------------------------------------------------------
+if [ ! -x "/usr/lib/postgresql/$PG_VERSION/bin/postgres" ]; then
+  [ "$(id -u)" = 0 ] || die "postgresql-$PG_VERSION is not installed and installing it needs root"
+  log "installing postgresql-$PG_VERSION from Debian (about a minute)"
+  apt-get update -qq || die "apt-get update failed"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "postgresql-$PG_VERSION" >/dev/null \
+    || die "apt-get install postgresql-$PG_VERSION failed"
+fi
+if ! pg_lsclusters -h 2>/dev/null | awk -v v="$PG_VERSION" '$1 == v && $2 == "main"' | grep -q .; then
+  log "creating cluster $PG_VERSION/main"
+  pg_createcluster "$PG_VERSION" main >/dev/null || die "pg_createcluster failed"
+fi
+if ! pg_lsclusters -h | awk -v v="$PG_VERSION" '$1 == v && $2 == "main" {print $4}' | grep -q online; then
+  log "starting PostgreSQL $PG_VERSION/main"
+  pg_ctlcluster --skip-systemctl-redirect "$PG_VERSION" main start \
+    || die "PostgreSQL did not start; see /var/log/postgresql/postgresql-$PG_VERSION-main.log"
+fi
+wait_port 5432 30 || die "PostgreSQL is not listening on 127.0.0.1:5432 after 30 s"
+su postgres -c "psql -qAtc \"ALTER USER postgres PASSWORD '$PG_PASSWORD'\"" >/dev/null \
+  || die "cannot set the postgres password (is the server up?)"
+log "PostgreSQL $PG_VERSION on 127.0.0.1:5432"
+
+# --- The broker -------------------------------------------------------------------------------
+export PATH="$HOME/.cargo/bin:$PATH"
+if ! command -v tansu >/dev/null 2>&1; then
+  command -v cargo >/dev/null 2>&1 || die "tansu is missing and cargo is not available to install it"
+  log "installing tansu $TANSU_VERSION from crates.io (about 8 minutes on 2 cores, once)"
+  cargo install tansu --version "$TANSU_VERSION" --locked --features dynostore,libsql --quiet \
+    || die "cargo install tansu $TANSU_VERSION failed"
+fi
+mkdir -p "$INFRA_DIR"
+if port_open 9092; then
+  log "broker already listening on 127.0.0.1:9092"
+else
+  log "starting tansu ($BROKER_STORAGE)"
+  # The sqlite engine resolves its file relative to the working directory.
+  (cd "$INFRA_DIR" && nohup tansu broker \
+      --listener-url tcp://127.0.0.1:9092 \
+      --advertised-listener-url tcp://127.0.0.1:9092 \
+      --storage-engine "$BROKER_STORAGE" >"$INFRA_DIR/tansu.log" 2>&1 &
+    echo $! >"$INFRA_DIR/tansu.pid")
+  wait_port 9092 30 || die "the broker is not listening on 127.0.0.1:9092 after 30 s; see $INFRA_DIR/tansu.log"
+fi
+log "broker on 127.0.0.1:9092"
