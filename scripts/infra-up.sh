@@ -4,6 +4,8 @@
 # (crates.io) on 127.0.0.1:9092. Idempotent: what is installed is not installed again, what runs
 # is not started again. Fails with a message that says why when something cannot be started.
 #
+#   scripts/infra-up.sh [all|postgres|broker]     (default: all)
+#
 #   RTGS_INFRA_DIR        broker working directory, pid and log   (default /var/tmp/rtgs-infra)
 #   RTGS_BROKER_STORAGE   tansu storage engine URL                (default memory://tansu/;
 #                         sqlite://tansu.db survives a broker restart but is ~12x slower)
@@ -15,6 +17,8 @@ BROKER_STORAGE=${RTGS_BROKER_STORAGE:-memory://tansu/}
 PG_PASSWORD=${RTGS_PG_PASSWORD:-postgres}
 TANSU_VERSION=0.6.0
 PG_VERSION=15
+WHAT=${1:-all}
+case "$WHAT" in all|postgres|broker) ;; *) echo "usage: $0 [all|postgres|broker]" >&2; exit 2 ;; esac
 
 log() { echo "infra-up: $*" >&2; }
 die() { echo "infra-up: error: $*" >&2; exit 1; }
@@ -31,6 +35,7 @@ wait_port() { # port seconds what
 }
 
 # --- PostgreSQL -------------------------------------------------------------------------------
+postgres_up() {
 if [ ! -x "/usr/lib/postgresql/$PG_VERSION/bin/postgres" ]; then
   [ "$(id -u)" = 0 ] || die "postgresql-$PG_VERSION is not installed and installing it needs root"
   log "installing postgresql-$PG_VERSION from Debian (about a minute)"
@@ -51,8 +56,10 @@ wait_port 5432 30 || die "PostgreSQL is not listening on 127.0.0.1:5432 after 30
 su postgres -c "psql -qAtc \"ALTER USER postgres PASSWORD '$PG_PASSWORD'\"" >/dev/null \
   || die "cannot set the postgres password (is the server up?)"
 log "PostgreSQL $PG_VERSION on 127.0.0.1:5432"
+}
 
 # --- The broker -------------------------------------------------------------------------------
+broker_up() {
 export PATH="$HOME/.cargo/bin:$PATH"
 if ! command -v tansu >/dev/null 2>&1; then
   command -v cargo >/dev/null 2>&1 || die "tansu is missing and cargo is not available to install it"
@@ -74,3 +81,10 @@ else
   wait_port 9092 30 || die "the broker is not listening on 127.0.0.1:9092 after 30 s; see $INFRA_DIR/tansu.log"
 fi
 log "broker on 127.0.0.1:9092"
+}
+
+case "$WHAT" in
+  all) postgres_up; broker_up ;;
+  postgres) postgres_up ;;
+  broker) broker_up ;;
+esac

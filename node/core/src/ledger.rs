@@ -30,7 +30,7 @@ pub struct Applied {
     pub state_hash: u64,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct Ledger {
     accounts: Vec<Account>,
     index: HashMap<AccountId, u32, IntBuild>,
@@ -40,7 +40,23 @@ pub struct Ledger {
     state_hash: u64,
     /// Timestamp of the last applied entry: the ledger's "now".
     timestamp_us: u64,
+    /// Indices of accounts changed since the last `take_changed` (only when tracking is on:
+    /// stores that write balances per batch need them; the embedded engine does not).
+    changed: Option<Vec<u32>>,
 }
+
+/// Equal state; the change-tracking bookkeeping is not state.
+impl PartialEq for Ledger {
+    fn eq(&self, other: &Self) -> bool {
+        self.accounts == other.accounts
+            && self.funded == other.funded
+            && self.seq_applied == other.seq_applied
+            && self.state_hash == other.state_hash
+            && self.timestamp_us == other.timestamp_us
+    }
+}
+
+impl Eq for Ledger {}
 
 impl Default for Ledger {
     fn default() -> Self {
@@ -71,6 +87,58 @@ impl Ledger {
             seq_applied: 0,
             state_hash: 0,
             timestamp_us: 0,
+            changed: None,
+        }
+    }
+
+    /// Rebuilds a ledger from stored parts (a database), checked like a decoded checkpoint:
+    /// unique account ids, currencies of funded totals sorted and unique, money conserved.
+    pub fn restore(
+        accounts: Vec<Account>,
+        funded: Vec<(Currency, u64)>,
+        seq_applied: Seq,
+        state_hash: u64,
+        timestamp_us: u64,
+    ) -> Result<Ledger, LedgerDecodeError> {
+        let mut l = Ledger::new();
+        for w in funded.windows(2) {
+            if w[0].0 >= w[1].0 {
+                return Err(LedgerDecodeError);
+            }
+        }
+        l.funded = funded;
+        for (i, a) in accounts.into_iter().enumerate() {
+            let i = u32::try_from(i).map_err(|_| LedgerDecodeError)?;
+            if l.index.insert(a.id, i).is_some() {
+                return Err(LedgerDecodeError);
+            }
+            l.accounts.push(a);
+        }
+        l.seq_applied = seq_applied;
+        l.state_hash = state_hash;
+        l.timestamp_us = timestamp_us;
+        l.check_conservation().map_err(|_| LedgerDecodeError)?;
+        Ok(l)
+    }
+
+    /// Starts (or stops) recording which accounts change, for [`Ledger::take_changed`].
+    pub fn track_changes(&mut self, on: bool) {
+        self.changed = on.then(Vec::new);
+    }
+
+    /// The accounts changed since the last call (each once), and the funded totals.
+    pub fn take_changed(&mut self, out: &mut Vec<Account>) -> &[(Currency, u64)] {
+        if let Some(changed) = self.changed.as_mut() {
+            changed.sort_unstable();
+            changed.dedup();
+            out.extend(changed.drain(..).map(|i| self.accounts[i as usize].clone()));
+        }
+        &self.funded
+    }
+
+    fn mark_changed(&mut self, i: usize) {
+        if let Some(changed) = self.changed.as_mut() {
+            changed.push(i as u32);
         }
     }
 
@@ -155,6 +223,8 @@ impl Ledger {
         // Cannot overflow: every balance is part of a funded total that fits AMOUNT_MINOR_MAX.
         self.accounts[d].balance_minor -= t.amount_minor;
         self.accounts[c].balance_minor += t.amount_minor;
+        self.mark_changed(d);
+        self.mark_changed(c);
         Ok(())
     }
 
@@ -165,6 +235,7 @@ impl Ledger {
         let i = u32::try_from(self.accounts.len()).map_err(|_| RejectReason::AmountTooLarge)?;
         self.accounts.push(Account { id, currency, balance_minor: 0, closed: false });
         self.index.insert(id, i);
+        self.mark_changed(i as usize);
         Ok(())
     }
 
@@ -187,6 +258,7 @@ impl Ledger {
         };
         self.funded[pos].1 = total;
         self.accounts[i].balance_minor += amount_minor;
+        self.mark_changed(i);
         Ok(())
     }
 
@@ -196,6 +268,7 @@ impl Ledger {
             return Err(RejectReason::BalanceNotZero);
         }
         self.accounts[i].closed = true;
+        self.mark_changed(i);
         Ok(())
     }
 
@@ -392,6 +465,37 @@ mod tests {
         );
         assert_eq!(f.ledger.account(AccountId(2)).map(|a| a.balance_minor), Some(100));
         assert!(f.ledger.check_conservation().is_ok());
+    }
+
+    #[test]
+    fn tracks_changed_accounts_and_restores_from_parts() {
+        let mut f = Feed::new();
+        f.ledger.track_changes(true);
+        f.apply(Payload::AccountOpen { account: AccountId(1), currency: eur() });
+        f.apply(Payload::AccountOpen { account: AccountId(2), currency: eur() });
+        f.apply(Payload::AccountFund { account: AccountId(1), amount_minor: 50 });
+        let mut changed = Vec::new();
+        f.ledger.take_changed(&mut changed);
+        assert_eq!(changed.iter().map(|a| a.id.0).collect::<Vec<_>>(), vec![1, 2]);
+        changed.clear();
+        f.xfer(1, 2, 20, eur());
+        f.xfer(1, 2, 999, eur());
+        let funded = f.ledger.take_changed(&mut changed).to_vec();
+        assert_eq!(
+            changed.iter().map(|a| (a.id.0, a.balance_minor)).collect::<Vec<_>>(),
+            vec![(1, 30), (2, 20)]
+        );
+        let all = f.ledger.accounts().to_vec();
+        let l = &f.ledger;
+        let back =
+            Ledger::restore(all.clone(), funded.clone(), l.seq_applied(), l.state_hash(), l.timestamp_us());
+        assert_eq!(
+            back.map(|b| (b.seq_applied(), b.state_hash(), b.accounts().to_vec())),
+            Ok((l.seq_applied(), l.state_hash(), all.clone()))
+        );
+        let mut broken = all.clone();
+        broken[0].balance_minor += 1;
+        assert_eq!(Ledger::restore(broken, funded, 5, 0, 0).map(|_| ()), Err(LedgerDecodeError));
     }
 
     #[test]

@@ -4,10 +4,12 @@
 //! * `demo` ([`demo`]) — the embedded 3-center cluster with a built-in load generator and report.
 //! * `sim` ([`sim`]) — the deterministic simulator over many seeds, or one seed to replay.
 //! * `verify` ([`verify`]) — audit a data directory: replay the journal, compare checkpoints.
+//! * `reconcile` ([`reconcile`]) — compare the production engine's center databases.
 //!
 //! `anyhow` lives only here, at the binary's edge; the libraries return typed errors.
 
 mod demo;
+mod reconcile;
 mod sim;
 mod verify;
 
@@ -29,6 +31,8 @@ enum Command {
     Sim(sim::SimArgs),
     /// Audit a stopped cluster's data directory against its journal.
     Verify(verify::VerifyArgs),
+    /// Compare the center databases of the production engine (exit 1 on any difference).
+    Reconcile(reconcile::ReconcileArgs),
 }
 
 fn main() -> ExitCode {
@@ -37,6 +41,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::run(args),
         Command::Sim(args) => sim::run(args),
         Command::Verify(args) => verify::run(args),
+        Command::Reconcile(args) => reconcile::run(args),
     };
     match result {
         Ok(code) => code,

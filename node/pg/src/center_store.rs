@@ -1,0 +1,286 @@
+//! One center's durable state (database `rtgs_dc1..3`): one transaction per applied batch.
+//!
+//! The transaction locks the watermark row and refuses a batch that does not start right after
+//! it ([`StoreError::OutOfOrder`]): a seq is never applied twice, whatever the journal consumer
+//! re-delivers after a restart. It then COPYs the applied entries (binary), upserts the accounts
+//! that changed and the funded totals (UNNEST), records finality ranges, replaces the finalizer's
+//! pending tallies and moves the watermark — all or nothing.
+
+use crate::StoreError;
+use deadpool_postgres::Pool;
+use futures_util::pin_mut;
+use rtgs_core::entry::{AccountId, Currency, Entry, Payload, Seq};
+use rtgs_core::ledger::{Account, Applied, Ledger};
+use tokio_postgres::binary_copy::BinaryCopyInWriter;
+use tokio_postgres::types::{ToSql, Type};
+
+/// A pending tally of this center's finalizer.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct TallyRow {
+    pub seq: Seq,
+    pub acked: u8,
+    pub outcome_code: u16,
+    pub state_hash: u64,
+    pub diverged: bool,
+}
+
+/// Everything one applied batch changes.
+pub struct BatchCommit<'a> {
+    pub entries: &'a [Entry],
+    /// One per entry, same order.
+    pub applied: &'a [Applied],
+    /// Journal-topic offset of the batch's last frame.
+    pub journal_offset: i64,
+    pub changed_accounts: &'a [Account],
+    pub funded: &'a [(Currency, u64)],
+    /// Seqs that became final since the last batch, as inclusive ranges.
+    pub final_ranges: &'a [(Seq, Seq)],
+    pub tallies: &'a [TallyRow],
+    pub seq_unfinal_first: Seq,
+    pub ack_offset: i64,
+}
+
+/// What a restarting center resumes from.
+pub struct Stored {
+    pub ledger: Ledger,
+    pub journal_offset: i64,
+    pub seq_unfinal_first: Seq,
+    pub ack_offset: i64,
+    pub tallies: Vec<TallyRow>,
+}
+
+pub struct CenterStore {
+    pool: Pool,
+}
+
+const COPY_TYPES: [Type; 12] = [
+    Type::INT8,
+    Type::INT8,
+    Type::INT8,
+    Type::INT2,
+    Type::TEXT,
+    Type::INT2,
+    Type::INT8,
+    Type::INT8,
+    Type::INT8,
+    Type::BPCHAR,
+    Type::INT2,
+    Type::INT8,
+];
+
+fn i64_of(v: u64) -> Result<i64, StoreError> {
+    i64::try_from(v).map_err(|_| StoreError::Corrupt(format!("{v} does not fit a bigint")))
+}
+
+/// `(kind, debtor, creditor, amount, currency)` columns of an entry.
+fn columns(p: &Payload) -> (i16, Option<u64>, Option<u64>, Option<u64>, Option<Currency>) {
+    match p {
+        Payload::Transfer(t) => {
+            (1, Some(t.debtor.0), Some(t.creditor.0), Some(t.amount_minor), Some(t.currency))
+        }
+        Payload::AccountOpen { account, currency } => (2, Some(account.0), None, None, Some(*currency)),
+        Payload::AccountFund { account, amount_minor } => {
+            (3, Some(account.0), None, Some(*amount_minor), None)
+        }
+        Payload::AccountClose { account } => (4, Some(account.0), None, None, None),
+        Payload::Tick => (5, None, None, None, None),
+        Payload::Plugin(_) => (6, None, None, None, None),
+    }
+}
+
+impl CenterStore {
+    pub fn new(pool: Pool) -> Self {
+        CenterStore { pool }
+    }
+
+    /// Commits one applied batch atomically; refuses one that does not follow the watermark.
+    pub async fn commit_batch(&self, b: &BatchCommit<'_>) -> Result<(), StoreError> {
+        let (Some(first), Some(last)) = (b.applied.first(), b.applied.last()) else { return Ok(()) };
+        if b.entries.len() != b.applied.len() {
+            return Err(StoreError::Corrupt("entries and acks differ in length".into()));
+        }
+        let mut client = self.pool.get().await?;
+        let tx = client.transaction().await?;
+        let row = tx.query_one("SELECT seq_applied FROM watermark WHERE id = 1 FOR UPDATE", &[]).await?;
+        let seq_applied = row.get::<_, i64>(0) as u64;
+        if first.seq != seq_applied + 1 {
+            return Err(StoreError::OutOfOrder { seq_first: first.seq, seq_applied });
+        }
+        copy_entries(&tx, b).await?;
+        upsert_accounts(&tx, b.changed_accounts).await?;
+        let (cur, minor): (Vec<String>, Vec<i64>) =
+            b.funded.iter().map(|(c, m)| (c.as_str().to_string(), *m as i64)).unzip();
+        tx.execute(
+            "INSERT INTO funded (currency, funded_minor) SELECT * FROM UNNEST($1::text[], $2::bigint[])
+             ON CONFLICT (currency) DO UPDATE SET funded_minor = EXCLUDED.funded_minor",
+            &[&cur, &minor],
+        )
+        .await?;
+        let (lo, hi): (Vec<i64>, Vec<i64>) =
+            b.final_ranges.iter().map(|(a, z)| (*a as i64, *z as i64)).unzip();
+        tx.execute(
+            "INSERT INTO finality (seq_first, seq_last) SELECT * FROM UNNEST($1::bigint[], $2::bigint[])",
+            &[&lo, &hi],
+        )
+        .await?;
+        replace_tallies(&tx, b.tallies, b.seq_unfinal_first).await?;
+        let params: [&(dyn ToSql + Sync); 5] = [
+            &i64_of(last.seq)?,
+            &(last.state_hash as i64),
+            &b.journal_offset,
+            &i64_of(b.seq_unfinal_first)?,
+            &b.ack_offset,
+        ];
+        tx.execute(
+            "UPDATE watermark SET seq_applied = $1, state_hash = $2, journal_offset = $3,
+                    seq_unfinal_first = $4, ack_offset = $5, updated_at = now() WHERE id = 1",
+            &params,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Reads the center back: ledger (checked for conservation), offsets and pending tallies.
+    pub async fn load(&self) -> Result<Stored, StoreError> {
+        let client = self.pool.get().await?;
+        let w = client
+            .query_one(
+                "SELECT w.seq_applied, w.state_hash, w.journal_offset, w.seq_unfinal_first, w.ack_offset,
+                        COALESCE((SELECT timestamp_us FROM applied_entry WHERE seq = w.seq_applied), 0)
+                   FROM watermark w WHERE id = 1",
+                &[],
+            )
+            .await?;
+        let accounts = client
+            .query("SELECT id, currency, balance_minor, closed FROM account ORDER BY id", &[])
+            .await?
+            .iter()
+            .map(|r| {
+                let currency = Currency::new(r.get::<_, &str>(1).as_bytes())
+                    .map_err(|_| StoreError::Corrupt("account currency".into()))?;
+                Ok(Account {
+                    id: AccountId(r.get::<_, i64>(0) as u64),
+                    currency,
+                    balance_minor: r.get::<_, i64>(2) as u64,
+                    closed: r.get(3),
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        let funded = client
+            .query("SELECT currency, funded_minor FROM funded ORDER BY currency", &[])
+            .await?
+            .iter()
+            .map(|r| {
+                let c = Currency::new(r.get::<_, &str>(0).as_bytes())
+                    .map_err(|_| StoreError::Corrupt("funded currency".into()))?;
+                Ok((c, r.get::<_, i64>(1) as u64))
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        let ledger = Ledger::restore(
+            accounts,
+            funded,
+            w.get::<_, i64>(0) as u64,
+            w.get::<_, i64>(1) as u64,
+            w.get::<_, i64>(5) as u64,
+        )
+        .map_err(|_| StoreError::Corrupt("stored balances do not add up to the funded totals".into()))?;
+        let tallies = client
+            .query("SELECT seq, acked, outcome, state_hash, diverged FROM finalizer_tally ORDER BY seq", &[])
+            .await?
+            .iter()
+            .map(|r| TallyRow {
+                seq: r.get::<_, i64>(0) as u64,
+                acked: r.get::<_, i16>(1) as u8,
+                outcome_code: r.get::<_, i16>(2) as u16,
+                state_hash: r.get::<_, i64>(3) as u64,
+                diverged: r.get(4),
+            })
+            .collect();
+        Ok(Stored {
+            ledger,
+            journal_offset: w.get(2),
+            seq_unfinal_first: w.get::<_, i64>(3) as u64,
+            ack_offset: w.get(4),
+            tallies,
+        })
+    }
+}
+
+async fn copy_entries(
+    tx: &deadpool_postgres::Transaction<'_>,
+    b: &BatchCommit<'_>,
+) -> Result<(), StoreError> {
+    let sink = tx
+        .copy_in(
+            "COPY applied_entry (seq, epoch, timestamp_us, origin, bmi, kind, debtor, creditor,
+                                 amount_minor, currency, outcome, state_hash) FROM STDIN BINARY",
+        )
+        .await?;
+    let writer = BinaryCopyInWriter::new(sink, &COPY_TYPES);
+    pin_mut!(writer);
+    for (e, a) in b.entries.iter().zip(b.applied) {
+        if e.seq != a.seq {
+            return Err(StoreError::Corrupt(format!("entry {} paired with ack {}", e.seq, a.seq)));
+        }
+        let (kind, debtor, creditor, amount, currency) = columns(&e.payload);
+        let bmi = e.bmi.to_string();
+        let row: [&(dyn ToSql + Sync); 12] = [
+            &i64_of(e.seq)?,
+            &i64::from(e.epoch),
+            &i64_of(e.timestamp_us)?,
+            &i16::from(e.origin.0),
+            &bmi,
+            &kind,
+            &debtor.map(i64_of).transpose()?,
+            &creditor.map(i64_of).transpose()?,
+            &amount.map(i64_of).transpose()?,
+            &currency.as_ref().map(|c| c.as_str()),
+            &(a.outcome.code() as i16),
+            &(a.state_hash as i64),
+        ];
+        writer.as_mut().write(&row).await?;
+    }
+    writer.finish().await?;
+    Ok(())
+}
+
+async fn upsert_accounts(
+    tx: &deadpool_postgres::Transaction<'_>,
+    accounts: &[Account],
+) -> Result<(), StoreError> {
+    let ids: Vec<i64> = accounts.iter().map(|a| a.id.0 as i64).collect();
+    let currencies: Vec<&str> = accounts.iter().map(|a| a.currency.as_str()).collect();
+    let balances: Vec<i64> = accounts.iter().map(|a| a.balance_minor as i64).collect();
+    let closed: Vec<bool> = accounts.iter().map(|a| a.closed).collect();
+    tx.execute(
+        "INSERT INTO account (id, currency, balance_minor, closed)
+         SELECT * FROM UNNEST($1::bigint[], $2::text[], $3::bigint[], $4::bool[])
+         ON CONFLICT (id) DO UPDATE SET balance_minor = EXCLUDED.balance_minor, closed = EXCLUDED.closed",
+        &[&ids, &currencies, &balances, &closed],
+    )
+    .await?;
+    Ok(())
+}
+
+async fn replace_tallies(
+    tx: &deadpool_postgres::Transaction<'_>,
+    tallies: &[TallyRow],
+    unfinal_first: Seq,
+) -> Result<(), StoreError> {
+    tx.execute("DELETE FROM finalizer_tally WHERE seq < $1", &[&i64_of(unfinal_first)?]).await?;
+    let seq: Vec<i64> = tallies.iter().map(|t| t.seq as i64).collect();
+    let acked: Vec<i16> = tallies.iter().map(|t| i16::from(t.acked)).collect();
+    let outcome: Vec<i16> = tallies.iter().map(|t| t.outcome_code as i16).collect();
+    let hash: Vec<i64> = tallies.iter().map(|t| t.state_hash as i64).collect();
+    let diverged: Vec<bool> = tallies.iter().map(|t| t.diverged).collect();
+    tx.execute(
+        "INSERT INTO finalizer_tally (seq, acked, outcome, state_hash, diverged)
+         SELECT * FROM UNNEST($1::bigint[], $2::smallint[], $3::smallint[], $4::bigint[], $5::bool[])
+         ON CONFLICT (seq) DO UPDATE SET acked = EXCLUDED.acked, outcome = EXCLUDED.outcome,
+                                         state_hash = EXCLUDED.state_hash, diverged = EXCLUDED.diverged",
+        &[&seq, &acked, &outcome, &hash, &diverged],
+    )
+    .await?;
+    Ok(())
+}

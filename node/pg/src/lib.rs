@@ -1,0 +1,58 @@
+//! # rtgs-pg: PostgreSQL adapters of the production engine
+//!
+//! # Layout
+//! Thin I/O around the core's state machines; no decisions live here.
+//!
+//! * [`migrate`] — applies `migrations/` (embedded at build time) forward-only, once per file,
+//!   under an advisory lock; creates databases.
+//! * [`sequencer_store`] — the sequencer's durable-before-publish outbox with the fenced
+//!   conditional update of the one sequencer row; leader takeover (epoch bump, unpublished rows).
+//! * [`center_store`] — one center's per-batch transaction (applied entries by binary COPY,
+//!   changed balances by UNNEST, finality ranges, tallies, watermark) and its restore.
+//! * [`dev`] — start the local PostgreSQL through `scripts/infra-up.sh`, fresh test databases.
+//! * [`reconcile`] — compares the center databases (watermarks, state hashes, balances, totals).
+//!
+//! Not built yet (issue 3): the Kafka side and the node processes that drive these.
+
+pub mod center_store;
+pub mod dev;
+pub mod migrate;
+pub mod reconcile;
+pub mod sequencer_store;
+
+/// Errors of the stores. A fenced or out-of-order write is a value the caller acts on.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("postgres: {0}")]
+    Pg(#[from] tokio_postgres::Error),
+    #[error("connection pool: {0}")]
+    Pool(#[from] deadpool_postgres::PoolError),
+    #[error("fenced: another sequencer leader took over (epoch {epoch} is no longer current or seq {seq_first} does not follow)")]
+    Fenced { epoch: u32, seq_first: u64 },
+    #[error(
+        "batch starting at seq {seq_first} does not follow the watermark {seq_applied}: never applied twice"
+    )]
+    OutOfOrder { seq_first: u64, seq_applied: u64 },
+    #[error("stored data is inconsistent: {0}")]
+    Corrupt(String),
+}
+
+/// A pool for `dbname` on the given server (`host`, `port`, `user`, `password`).
+pub fn pool(
+    host: &str,
+    port: u16,
+    user: &str,
+    password: &str,
+    dbname: &str,
+    size: usize,
+) -> Result<deadpool_postgres::Pool, StoreError> {
+    let mut cfg = deadpool_postgres::Config::new();
+    cfg.host = Some(host.to_string());
+    cfg.port = Some(port);
+    cfg.user = Some(user.to_string());
+    cfg.password = Some(password.to_string());
+    cfg.dbname = Some(dbname.to_string());
+    cfg.pool = Some(deadpool_postgres::PoolConfig::new(size));
+    cfg.create_pool(Some(deadpool_postgres::Runtime::Tokio1), tokio_postgres::NoTls)
+        .map_err(|e| StoreError::Corrupt(format!("pool config: {e}")))
+}

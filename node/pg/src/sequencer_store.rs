@@ -1,0 +1,158 @@
+//! The sequencer's durable state (database `rtgs_seq`): durable before publish, fenced by epoch.
+//!
+//! Per batch, one transaction advances the single `sequencer` row with a conditional update —
+//! `WHERE epoch = $epoch AND last_seq = $seq_first - 1` — and inserts the batch's frames into
+//! `journal_outbox`. Zero rows updated means another leader took over (or a batch is missing):
+//! the caller gets [`StoreError::Fenced`] and must step down. Seqs are never burnt: a failed
+//! transaction leaves `last_seq` where it was. A new leader calls [`SequencerStore::take_over`],
+//! which bumps the epoch (fencing the old leader) and returns what was recorded but not published.
+
+use crate::StoreError;
+use deadpool_postgres::Pool;
+use rtgs_core::codec;
+use rtgs_core::entry::Seq;
+
+/// One recorded batch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutboxBatch {
+    pub seq_first: Seq,
+    pub seq_last: Seq,
+    pub epoch: u32,
+    pub frames: Vec<u8>,
+}
+
+/// What a new leader starts from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Takeover {
+    /// The new (strictly higher) epoch.
+    pub epoch: u32,
+    pub last_seq: Seq,
+    /// Last inbound-topic offset whose commands are recorded (-1: none).
+    pub inbound_offset: i64,
+    /// Recorded but not yet marked published, in seq order: publish these first.
+    pub unpublished: Vec<OutboxBatch>,
+}
+
+pub struct SequencerStore {
+    pool: Pool,
+}
+
+fn to_i64(v: u64) -> Result<i64, StoreError> {
+    i64::try_from(v).map_err(|_| StoreError::Corrupt(format!("{v} does not fit a bigint")))
+}
+
+fn row_to_batch(r: &tokio_postgres::Row) -> Result<OutboxBatch, StoreError> {
+    let b = OutboxBatch {
+        seq_first: r.get::<_, i64>(0) as u64,
+        seq_last: r.get::<_, i64>(1) as u64,
+        epoch: u32::try_from(r.get::<_, i64>(2)).map_err(|_| StoreError::Corrupt("epoch".into()))?,
+        frames: r.get(3),
+    };
+    check_frames(&b)?;
+    Ok(b)
+}
+
+/// Checked again after reading back: the frames decode and hold exactly `seq_first..=seq_last`.
+fn check_frames(b: &OutboxBatch) -> Result<(), StoreError> {
+    let mut entries = Vec::new();
+    let mut at = 0;
+    while at < b.frames.len() {
+        match codec::decode_frame(&b.frames[at..], &mut entries) {
+            Ok(Some(n)) => at += n,
+            Ok(None) => {
+                return Err(StoreError::Corrupt(format!("outbox batch {} has a partial frame", b.seq_first)))
+            }
+            Err(e) => return Err(StoreError::Corrupt(format!("outbox batch {}: {e}", b.seq_first))),
+        }
+    }
+    let contiguous = entries.iter().enumerate().all(|(i, e)| e.seq == b.seq_first + i as u64);
+    if !contiguous || entries.last().map(|e| e.seq) != Some(b.seq_last) {
+        return Err(StoreError::Corrupt(format!(
+            "outbox batch {} does not hold {}..={}",
+            b.seq_first, b.seq_first, b.seq_last
+        )));
+    }
+    Ok(())
+}
+
+impl SequencerStore {
+    pub fn new(pool: Pool) -> Self {
+        SequencerStore { pool }
+    }
+
+    /// Becomes the leader: bumps the epoch (fencing whoever led before) and returns the state to
+    /// resume from and the batches to republish.
+    pub async fn take_over(&self, leader: &str) -> Result<Takeover, StoreError> {
+        let mut client = self.pool.get().await?;
+        let tx = client.transaction().await?;
+        let row = tx
+            .query_one(
+                "UPDATE sequencer SET epoch = epoch + 1, leader = $1, updated_at = now()
+                  WHERE id = 1 RETURNING epoch, last_seq, inbound_offset",
+                &[&leader],
+            )
+            .await?;
+        let rows = tx
+            .query(
+                "SELECT seq_first, seq_last, epoch, frames FROM journal_outbox
+                  WHERE NOT published ORDER BY seq_first",
+                &[],
+            )
+            .await?;
+        tx.commit().await?;
+        let epoch = u32::try_from(row.get::<_, i64>(0)).map_err(|_| StoreError::Corrupt("epoch".into()))?;
+        let unpublished = rows.iter().map(row_to_batch).collect::<Result<Vec<_>, _>>()?;
+        Ok(Takeover { epoch, last_seq: row.get::<_, i64>(1) as u64, inbound_offset: row.get(2), unpublished })
+    }
+
+    /// Records one batch durably (before it may be published). `Err(Fenced)` means: step down.
+    pub async fn record_batch(&self, batch: &OutboxBatch, inbound_offset: i64) -> Result<(), StoreError> {
+        check_frames(batch)?;
+        let (first, last) = (to_i64(batch.seq_first)?, to_i64(batch.seq_last)?);
+        let epoch = i64::from(batch.epoch);
+        let mut client = self.pool.get().await?;
+        let tx = client.transaction().await?;
+        let n = tx
+            .execute(
+                "UPDATE sequencer SET last_seq = $1, inbound_offset = $2, updated_at = now()
+                  WHERE id = 1 AND epoch = $3 AND last_seq = $4",
+                &[&last, &inbound_offset, &epoch, &(first - 1)],
+            )
+            .await?;
+        if n != 1 {
+            // Dropping the transaction rolls it back.
+            return Err(StoreError::Fenced { epoch: batch.epoch, seq_first: batch.seq_first });
+        }
+        tx.execute(
+            "INSERT INTO journal_outbox (seq_first, seq_last, epoch, frames) VALUES ($1, $2, $3, $4)",
+            &[&first, &last, &epoch, &batch.frames],
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Marks every batch starting at or below `seq_first` as published.
+    pub async fn mark_published(&self, seq_first: Seq) -> Result<u64, StoreError> {
+        let client = self.pool.get().await?;
+        Ok(client
+            .execute(
+                "UPDATE journal_outbox SET published = true WHERE seq_first <= $1 AND NOT published",
+                &[&to_i64(seq_first)?],
+            )
+            .await?)
+    }
+
+    /// The recorded batches that hold seqs `from..=to` (gap pulls, dedupe rebuild), in order.
+    pub async fn batches(&self, from: Seq, to: Seq) -> Result<Vec<OutboxBatch>, StoreError> {
+        let client = self.pool.get().await?;
+        let rows = client
+            .query(
+                "SELECT seq_first, seq_last, epoch, frames FROM journal_outbox
+                  WHERE seq_last >= $1 AND seq_first <= $2 ORDER BY seq_first",
+                &[&to_i64(from)?, &to_i64(to)?],
+            )
+            .await?;
+        rows.iter().map(row_to_batch).collect()
+    }
+}
