@@ -1,0 +1,68 @@
+//! Every client of the node is built here, with every setting spelled out and its reason.
+
+use crate::KafkaAdapterError;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{ConsumerContext, StreamConsumer};
+use rdkafka::producer::FutureProducer;
+
+/// The producer for the journal, acks and notices.
+pub fn producer(bootstrap: &str, client_id: &str) -> Result<FutureProducer, KafkaAdapterError> {
+    Ok(ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("client.id", client_id)
+        // No duplicates or reordering from internal retries; requires acks=all.
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set("max.in.flight.requests.per.connection", "5")
+        // Batch on every hop, but never hold a message long: the quorum waits on it.
+        .set("linger.ms", "1")
+        .set("batch.num.messages", "10000")
+        .set("batch.size", "1048576")
+        // One message is one sequencer batch (≤ 8,192 entries of ~65 B): under 1 MB.
+        .set("message.max.bytes", "1048576")
+        // CPU is the scarce resource on the target hosts; frames are already compact.
+        .set("compression.type", "none")
+        // Bounded client queue: back-pressure instead of unbounded growth.
+        .set("queue.buffering.max.messages", "100000")
+        .set("queue.buffering.max.kbytes", "262144")
+        // After this a send counts as failed; the outbox republishes it (at-least-once).
+        .set("message.timeout.ms", "30000")
+        .set("retry.backoff.ms", "100")
+        .set("socket.keepalive.enable", "true")
+        .create()?)
+}
+
+/// A consumer in `group` (`sequencer`, `ledger-DC1`, `finalizer-DC2`, ...).
+pub fn consumer<C: ConsumerContext + 'static>(
+    bootstrap: &str,
+    group: &str,
+    client_id: &str,
+    context: C,
+) -> Result<StreamConsumer<C>, KafkaAdapterError> {
+    Ok(ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("client.id", client_id)
+        .set("group.id", group)
+        // Progress lives in PostgreSQL, committed with the work it covers; the broker's
+        // OffsetCommit is not fenced by group generation here, so it is never relied on.
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("auto.offset.reset", "earliest")
+        // Takeover after a crash ≤ 10 s: 6 s without heartbeats, then the rebalance. Shorter
+        // risks false takeovers when a loaded 2-core host stalls the heartbeat thread.
+        .set("session.timeout.ms", "6000")
+        .set("heartbeat.interval.ms", "1500")
+        .set("max.poll.interval.ms", "30000")
+        // The broker here sleeps about half of fetch.wait.max.ms per long-poll round.
+        .set("fetch.wait.max.ms", "10")
+        .set("fetch.min.bytes", "1")
+        .set("max.partition.fetch.bytes", "8388608")
+        .set("fetch.max.bytes", "52428800")
+        // Classic group protocol only (the broker here has no other).
+        .set("partition.assignment.strategy", "range")
+        // No transactions anywhere.
+        .set("isolation.level", "read_uncommitted")
+        .set("enable.partition.eof", "false")
+        .set("socket.keepalive.enable", "true")
+        .create_with_context(context)?)
+}

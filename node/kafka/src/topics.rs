@@ -1,0 +1,85 @@
+//! The topics of the production engine, created idempotently with explicit settings.
+
+use crate::KafkaAdapterError;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::types::RDKafkaErrorCode;
+use std::time::Duration;
+
+pub const INBOUND: &str = "rtgs.inbound";
+pub const JOURNAL: &str = "rtgs.journal";
+pub const APPLIED: &str = "rtgs.applied";
+pub const NOTIFY: &str = "rtgs.notify";
+
+/// One topic: name, partitions, settings.
+#[derive(Clone, Debug)]
+pub struct TopicSpec {
+    pub name: String,
+    pub partitions: i32,
+    pub config: Vec<(&'static str, &'static str)>,
+}
+
+const WEEK_MS: &str = "604800000";
+
+/// The four topics. Every one has exactly one partition: the journal must (global order); the
+/// inbound topic's single partition is what elects the sequencer leader; acks and notices are
+/// small and one partition keeps each center's stream in order.
+pub fn production() -> Vec<TopicSpec> {
+    let spec = |name: &str, config: Vec<(&'static str, &'static str)>| TopicSpec {
+        name: name.to_string(),
+        partitions: 1,
+        config,
+    };
+    vec![
+        spec(INBOUND, vec![("cleanup.policy", "delete"), ("retention.ms", WEEK_MS)]),
+        // The journal is the record of money: never deleted by the broker.
+        spec(
+            JOURNAL,
+            vec![("cleanup.policy", "delete"), ("retention.ms", "-1"), ("max.message.bytes", "1048576")],
+        ),
+        spec(APPLIED, vec![("cleanup.policy", "delete"), ("retention.ms", WEEK_MS)]),
+        spec(NOTIFY, vec![("cleanup.policy", "delete"), ("retention.ms", WEEK_MS)]),
+    ]
+}
+
+/// Creates what is missing (an existing topic is fine) and checks every partition count.
+pub async fn ensure(
+    bootstrap: &str,
+    specs: &[TopicSpec],
+    replication: i32,
+    timeout: Duration,
+) -> Result<(), KafkaAdapterError> {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("client.id", "rtgs-admin")
+        .set("socket.timeout.ms", "10000")
+        .create()?;
+    let new: Vec<NewTopic<'_>> = specs
+        .iter()
+        .map(|s| {
+            s.config.iter().fold(
+                NewTopic::new(&s.name, s.partitions, TopicReplication::Fixed(replication)),
+                |t, (k, v)| t.set(k, v),
+            )
+        })
+        .collect();
+    for result in admin.create_topics(&new, &AdminOptions::new().operation_timeout(Some(timeout))).await? {
+        match result {
+            Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((topic, code)) => return Err(KafkaAdapterError::TopicCreate { topic, code }),
+        }
+    }
+    for s in specs {
+        let metadata = admin.inner().fetch_metadata(Some(&s.name), timeout)?;
+        let found = metadata.topics().iter().find(|t| t.name() == s.name).map_or(0, |t| t.partitions().len());
+        if found != s.partitions as usize {
+            return Err(KafkaAdapterError::Partitions {
+                topic: s.name.clone(),
+                found,
+                expected: s.partitions as usize,
+            });
+        }
+    }
+    Ok(())
+}
