@@ -1,0 +1,149 @@
+//! The Kafka adapters against the real Kafka-compatible broker (tansu), started through the
+//! project's own `scripts/infra-up.sh broker` (installs it when missing). If it cannot be started
+//! the tests fail and say why.
+
+use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::message::Message;
+use rdkafka::producer::FutureRecord;
+use rtgs_core::codec;
+use rtgs_core::entry::{Bmi, CenterId, Entry, Payload};
+use rtgs_kafka::leadership::Leadership;
+use rtgs_kafka::topics::{self, TopicSpec};
+use rtgs_kafka::{clients, KafkaAdapterError};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+const BOOTSTRAP: &str = "127.0.0.1:9092";
+
+fn broker() {
+    static UP: OnceLock<Result<(), String>> = OnceLock::new();
+    let up = UP.get_or_init(|| {
+        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/infra-up.sh");
+        let out = std::process::Command::new("bash")
+            .arg(&script)
+            .arg("broker")
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!("infra-up.sh broker failed ({}):\n{}", out.status, String::from_utf8_lossy(&out.stderr)))
+        }
+    });
+    if let Err(e) = up {
+        panic!("the broker could not be started, so this test cannot run: {e}");
+    }
+}
+
+fn unique(name: &str) -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    format!("{name}.{}.{nanos}", std::process::id())
+}
+
+fn one_partition(name: &str) -> TopicSpec {
+    TopicSpec { name: name.to_string(), partitions: 1, config: vec![("retention.ms", "-1")] }
+}
+
+#[tokio::test]
+async fn production_topics_are_created_idempotently_with_one_journal_partition() {
+    broker();
+    let t = Duration::from_secs(20);
+    topics::ensure(BOOTSTRAP, &topics::production(), 1, t).await.unwrap_or_else(|e| panic!("{e}"));
+    topics::ensure(BOOTSTRAP, &topics::production(), 1, t).await.unwrap_or_else(|e| panic!("second run: {e}"));
+    // Asking for a partition count the journal does not have is refused, not ignored.
+    let mut wrong = topics::production();
+    wrong[1].partitions = 3;
+    match topics::ensure(BOOTSTRAP, &wrong, 1, t).await {
+        Err(KafkaAdapterError::Partitions { topic, found: 1, expected: 3 }) => assert_eq!(topic, topics::JOURNAL),
+        other => panic!("partition mismatch not detected: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn journal_frames_round_trip_in_order() {
+    broker();
+    let topic = unique("rtgs.test.journal");
+    topics::ensure(BOOTSTRAP, &[one_partition(&topic)], 1, Duration::from_secs(20)).await.unwrap_or_else(|e| panic!("{e}"));
+    let producer = clients::producer(BOOTSTRAP, "rtgs-test-producer").unwrap_or_else(|e| panic!("{e}"));
+    let (frames, per_frame) = (100u64, 50u64);
+    let started = Instant::now();
+    for f in 0..frames {
+        let entries: Vec<Entry> = (f * per_frame + 1..=(f + 1) * per_frame)
+            .map(|seq| Entry { seq, epoch: 1, timestamp_us: seq, origin: CenterId(1), bmi: Bmi::NONE, payload: Payload::Tick })
+            .collect();
+        let mut frame = Vec::new();
+        codec::encode_frame(&entries, &mut frame);
+        let key = (f * per_frame + 1).to_be_bytes();
+        producer
+            .send(FutureRecord::to(&topic).payload(&frame).key(&key[..]), Duration::from_secs(10))
+            .await
+            .unwrap_or_else(|(e, _)| panic!("produce: {e}"));
+    }
+    let produced = started.elapsed();
+    let consumer: StreamConsumer<Leadership> =
+        clients::consumer(BOOTSTRAP, &unique("ledger-test"), "rtgs-test-consumer", Leadership::new("none"))
+            .unwrap_or_else(|e| panic!("{e}"));
+    consumer.subscribe(&[&topic]).unwrap_or_else(|e| panic!("{e}"));
+    let mut next = 1u64;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while next <= frames * per_frame {
+        assert!(Instant::now() < deadline, "consumed only up to seq {} in 60 s", next - 1);
+        let Ok(Ok(msg)) = tokio::time::timeout(Duration::from_secs(5), consumer.recv()).await else { continue };
+        let mut entries = Vec::new();
+        let payload = msg.payload().unwrap_or_default();
+        assert_eq!(codec::decode_frame(payload, &mut entries), Ok(Some(payload.len())), "frame intact");
+        for e in entries {
+            assert_eq!(e.seq, next, "journal order");
+            next += 1;
+        }
+    }
+    eprintln!("journal round trip: {frames} frames of {per_frame} entries produced in {produced:?}, all consumed in order");
+}
+
+/// Drives a consumer (rebalance callbacks run while it polls) until the task is aborted.
+fn drive(consumer: Arc<StreamConsumer<Leadership>>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            let _ = tokio::time::timeout(Duration::from_millis(200), consumer.recv()).await;
+        }
+    })
+}
+
+async fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) -> Duration {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < limit, "{what} did not happen within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    start.elapsed()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sequencer_leadership_moves_when_the_leader_leaves() {
+    broker();
+    let topic = unique("rtgs.test.inbound");
+    let group = unique("sequencer-test");
+    topics::ensure(BOOTSTRAP, &[one_partition(&topic)], 1, Duration::from_secs(20)).await.unwrap_or_else(|e| panic!("{e}"));
+    let member = |id: &str| {
+        let lead = Leadership::new(&topic);
+        let c = clients::consumer(BOOTSTRAP, &group, id, lead.clone()).unwrap_or_else(|e| panic!("{e}"));
+        c.subscribe(&[&topic]).unwrap_or_else(|e| panic!("{e}"));
+        (Arc::new(c), lead)
+    };
+    let (a, lead_a) = member("DC1");
+    let task_a = drive(Arc::clone(&a));
+    wait_for("DC1 becoming leader", Duration::from_secs(30), || lead_a.is_leader()).await;
+    let (b, lead_b) = member("DC2");
+    let task_b = drive(Arc::clone(&b));
+    // Let the group settle with both members: exactly one leads.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    wait_for("a single leader", Duration::from_secs(30), || lead_a.is_leader() != lead_b.is_leader()).await;
+    let (leader_task, leader, survivor) =
+        if lead_a.is_leader() { (task_a, a, lead_b.clone()) } else { (task_b, b, lead_a.clone()) };
+    leader_task.abort();
+    let _ = leader_task.await;
+    drop(leader); // closes the consumer: it leaves the group
+    let took = wait_for("takeover", Duration::from_secs(10), || survivor.is_leader()).await;
+    eprintln!("sequencer leadership takeover after the leader left: {took:?}");
+    assert!(survivor.changes() >= 1);
+}
