@@ -1,0 +1,260 @@
+//! The simulated chain's ledger: token and native balances with per-block history, account
+//! nonces, a mempool, blocks, receipts and reorgs.
+//!
+//! Values keep their history by block height, so a balance can be read at an older block (the
+//! "safe" height below any possible reorg) and a reorg simply cuts every history above the new
+//! tip and puts the cut blocks' transactions back into the mempool.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::command::{Receipt, ReceiptStatus};
+use crate::effect::SweepTx;
+use crate::types::*;
+
+/// An account address (wallet, relayer or treasury ids share one space in the simulator).
+pub type Address = u64;
+
+/// A value per key with its history by block height.
+#[derive(Clone, Debug)]
+pub struct History<K: Ord> {
+    map: BTreeMap<K, Vec<(u64, u128)>>,
+}
+
+impl<K: Ord + Copy> Default for History<K> {
+    fn default() -> Self {
+        History { map: BTreeMap::new() }
+    }
+}
+
+impl<K: Ord + Copy> History<K> {
+    /// The value at the end of block `height`.
+    pub fn at(&self, key: K, height: u64) -> u128 {
+        let Some(v) = self.map.get(&key) else { return 0 };
+        let n = v.partition_point(|(h, _)| *h <= height);
+        if n == 0 {
+            0
+        } else {
+            v[n - 1].1
+        }
+    }
+
+    pub fn latest(&self, key: K) -> u128 {
+        self.map.get(&key).and_then(|v| v.last()).map_or(0, |(_, x)| *x)
+    }
+
+    pub fn set(&mut self, key: K, height: u64, value: u128) {
+        let v = self.map.entry(key).or_default();
+        match v.last_mut() {
+            Some((h, x)) if *h == height => *x = value,
+            _ => v.push((height, value)),
+        }
+    }
+
+    /// Forgets every change made above `height` (a reorg).
+    pub fn truncate_above(&mut self, height: u64) {
+        for v in self.map.values_mut() {
+            let keep = v.partition_point(|(h, _)| *h <= height);
+            v.truncate(keep);
+        }
+    }
+}
+
+/// Where a transaction is.
+#[derive(Copy, Clone, PartialEq, Eq, Debug)]
+pub enum TxState {
+    Pending,
+    Mined {
+        height: u64,
+        success: bool,
+        gas_used: u64,
+    },
+    /// Accepted, then lost from every mempool.
+    Dropped,
+    /// Replaced by another with the same nonce and a higher gas price.
+    Replaced,
+    /// Stuck too long: evicted from the mempool.
+    Evicted,
+}
+
+/// One signed transaction the chain has seen.
+#[derive(Clone, Debug)]
+pub struct TxRecord {
+    pub tx: SweepTx,
+    pub hash: TxHash,
+    pub state: TxState,
+    /// Never mined (e.g. underpriced forever) until replaced or evicted.
+    pub stuck: bool,
+    /// Executes with status 0.
+    pub revert: bool,
+    /// A zero-value self-transfer that only uses the nonce.
+    pub cancel: bool,
+    pub accepted_at_us: u64,
+}
+
+/// A user's transfer into a deposit wallet.
+#[derive(Clone, Debug)]
+pub struct DepositTx {
+    pub deposit: DepositId,
+    pub partner: PartnerId,
+    pub wallet: WalletId,
+    pub token: TokenId,
+    pub amount_minor: u128,
+    pub mined_height: Option<u64>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Block {
+    pub height: u64,
+    pub time_us: u64,
+    pub txs: Vec<TxHash>,
+    pub deposits: Vec<usize>,
+}
+
+/// Parameters the ledger needs to execute a block.
+#[derive(Copy, Clone, Debug)]
+pub struct ExecParams {
+    pub treasury: Address,
+    pub sweep_gas_used: u64,
+}
+
+/// The chain's state.
+#[derive(Clone, Debug)]
+pub struct Ledger {
+    pub tokens: History<(Address, TokenId)>,
+    pub native: History<Address>,
+    pub nonces: History<Address>,
+    /// Collector allowances; not consumed by sweeps (collector approvals are unlimited in
+    /// practice) and not part of reorgs.
+    pub allowances: BTreeMap<(Address, TokenId), u128>,
+    pub txs: BTreeMap<TxHash, TxRecord>,
+    pub mempool: BTreeMap<(Address, u64), TxHash>,
+    /// `blocks[h]` is block `h`; block 0 is genesis.
+    pub blocks: Vec<Block>,
+    pub deposits: Vec<DepositTx>,
+}
+
+impl Default for Ledger {
+    fn default() -> Self {
+        Ledger {
+            tokens: History::default(),
+            native: History::default(),
+            nonces: History::default(),
+            allowances: BTreeMap::new(),
+            txs: BTreeMap::new(),
+            mempool: BTreeMap::new(),
+            blocks: vec![Block::default()],
+            deposits: Vec::new(),
+        }
+    }
+}
+
+impl Ledger {
+    pub fn tip(&self) -> u64 {
+        self.blocks.len() as u64 - 1
+    }
+
+    pub fn nonce(&self, a: Address) -> u64 {
+        u64::try_from(self.nonces.latest(a)).unwrap_or(u64::MAX)
+    }
+
+    /// Mines one block: pending deposits, then each sender's transactions in nonce order (a
+    /// missing or stuck nonce blocks every later one of that sender).
+    pub fn mine(&mut self, time_us: u64, p: ExecParams) {
+        let height = self.tip() + 1;
+        let mut block = Block { height, time_us, ..Block::default() };
+        for (i, d) in self.deposits.iter_mut().enumerate() {
+            if d.mined_height.is_none() {
+                let key = (d.wallet.0, d.token);
+                self.tokens.set(key, height, self.tokens.latest(key).saturating_add(d.amount_minor));
+                d.mined_height = Some(height);
+                block.deposits.push(i);
+            }
+        }
+        let senders: BTreeSet<Address> = self.mempool.keys().map(|(s, _)| *s).collect();
+        for sender in senders {
+            while let Some(&hash) = self.mempool.get(&(sender, self.nonce(sender))) {
+                if self.txs.get(&hash).is_none_or(|t| t.stuck) {
+                    break;
+                }
+                self.execute(hash, height, p);
+                block.txs.push(hash);
+            }
+        }
+        self.blocks.push(block);
+    }
+
+    fn execute(&mut self, hash: TxHash, height: u64, p: ExecParams) {
+        let Some(rec) = self.txs.get(&hash) else { return };
+        let (tx, revert, cancel) = (rec.tx, rec.revert, rec.cancel);
+        let from = tx.relayer.0;
+        self.mempool.remove(&(from, tx.nonce));
+        let fee = u128::from(p.sweep_gas_used) * u128::from(tx.gas_price_wei);
+        self.native.set(from, height, self.native.latest(from).saturating_sub(fee));
+        self.nonces.set(from, height, u128::from(tx.nonce) + 1);
+        let wallet_key = (tx.wallet.0, tx.token);
+        let balance = self.tokens.latest(wallet_key);
+        let allowance = self.allowances.get(&wallet_key).copied().unwrap_or(0);
+        let success = cancel || (!revert && allowance >= tx.amount_minor && balance >= tx.amount_minor);
+        if success && !cancel {
+            self.tokens.set(wallet_key, height, balance - tx.amount_minor);
+            let t = (p.treasury, tx.token);
+            self.tokens.set(t, height, self.tokens.latest(t).saturating_add(tx.amount_minor));
+        }
+        if let Some(rec) = self.txs.get_mut(&hash) {
+            rec.state = TxState::Mined { height, success, gas_used: p.sweep_gas_used };
+        }
+    }
+
+    /// Drops the last `depth` blocks: their transactions and deposits become pending again.
+    pub fn reorg(&mut self, depth: u64) {
+        let new_tip = self.tip().saturating_sub(depth);
+        while self.tip() > new_tip {
+            let Some(block) = self.blocks.pop() else { break };
+            for hash in block.txs.iter().rev() {
+                if let Some(rec) = self.txs.get_mut(hash) {
+                    rec.state = TxState::Pending;
+                    self.mempool.insert((rec.tx.relayer.0, rec.tx.nonce), *hash);
+                }
+            }
+            for i in block.deposits {
+                if let Some(d) = self.deposits.get_mut(i) {
+                    d.mined_height = None;
+                }
+            }
+        }
+        self.tokens.truncate_above(new_tip);
+        self.native.truncate_above(new_tip);
+        self.nonces.truncate_above(new_tip);
+    }
+
+    /// Stuck transactions older than `age_us` leave the mempool (geth's lifetime eviction).
+    pub fn evict_stuck(&mut self, now_us: u64, age_us: u64) {
+        let old: Vec<((Address, u64), TxHash)> = self
+            .mempool
+            .iter()
+            .filter(|(_, h)| {
+                self.txs.get(*h).is_some_and(|t| t.stuck && now_us.saturating_sub(t.accepted_at_us) >= age_us)
+            })
+            .map(|(k, h)| (*k, *h))
+            .collect();
+        for (slot, hash) in old {
+            self.mempool.remove(&slot);
+            if let Some(t) = self.txs.get_mut(&hash) {
+                t.state = TxState::Evicted;
+            }
+        }
+    }
+
+    pub fn receipt_status(&self, hash: &TxHash, gas_cost: impl Fn(u64, u64) -> u64) -> ReceiptStatus {
+        match self.txs.get(hash).map(|t| (t.state, t.tx.gas_price_wei)) {
+            Some((TxState::Pending, _)) => ReceiptStatus::Pending,
+            Some((TxState::Mined { height, success, gas_used }, price)) => ReceiptStatus::Mined(Receipt {
+                success,
+                block_height: height,
+                gas_used,
+                gas_cost_usd_micros: gas_cost(gas_used, price),
+            }),
+            _ => ReceiptStatus::Unknown,
+        }
+    }
+}

@@ -1,0 +1,9 @@
+//! Integration tests of the collection plugin: rules one by one, faults against the chain
+//! simulator, the journal (end to end, replay, failover), properties, and a measurement.
+
+mod faults;
+mod journal;
+mod perf;
+mod props;
+mod rules;
+mod support;
