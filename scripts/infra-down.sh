@@ -1,13 +1,27 @@
 #!/usr/bin/env bash
-# Stops what infra-up.sh started: the broker (by its pid file) and the PostgreSQL cluster.
-# Leaves the installed packages and PostgreSQL's data in place.
+# Stops what infra-up.sh started: the broker (by its pid file, then by its command line if it is
+# still listening) and the PostgreSQL cluster. Leaves the installed packages and PostgreSQL's
+# data in place. Fails if the broker is still listening afterwards.
 set -uo pipefail
 INFRA_DIR=${RTGS_INFRA_DIR:-/var/tmp/rtgs-infra}
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
 if [ -f "$INFRA_DIR/tansu.pid" ]; then
-  kill "$(cat "$INFRA_DIR/tansu.pid")" 2>/dev/null && echo "infra-down: broker stopped" >&2
+  kill "$(cat "$INFRA_DIR/tansu.pid")" 2>/dev/null
   rm -f "$INFRA_DIR/tansu.pid"
 fi
+for _ in $(seq 50); do port_open 9092 || break; sleep 0.1; done
+if port_open 9092; then
+  pkill -f 'tansu broker --listener-url tcp://127.0.0.1:9092' 2>/dev/null
+  for _ in $(seq 50); do port_open 9092 || break; sleep 0.1; done
+fi
+if port_open 9092; then
+  echo "infra-down: error: something still listens on 127.0.0.1:9092" >&2
+  exit 1
+fi
+echo "infra-down: broker stopped" >&2
 if command -v pg_ctlcluster >/dev/null 2>&1; then
-  pg_ctlcluster --skip-systemctl-redirect 15 main stop 2>/dev/null && echo "infra-down: PostgreSQL stopped" >&2
+  pg_ctlcluster --skip-systemctl-redirect 15 main stop >/dev/null 2>&1 && echo "infra-down: PostgreSQL stopped" >&2
 fi
 exit 0

@@ -72,12 +72,16 @@ if port_open 9092; then
   log "broker already listening on 127.0.0.1:9092"
 else
   log "starting tansu ($BROKER_STORAGE)"
-  # The sqlite engine resolves its file relative to the working directory.
-  (cd "$INFRA_DIR" && nohup tansu broker \
+  # The sqlite engine resolves its file relative to the working directory. The broker is
+  # backgrounded as a simple command so that $! is its own pid (infra-down.sh kills it).
+  (
+    cd "$INFRA_DIR" || exit 1
+    nohup tansu broker \
       --listener-url tcp://127.0.0.1:9092 \
       --advertised-listener-url tcp://127.0.0.1:9092 \
       --storage-engine "$BROKER_STORAGE" >"$INFRA_DIR/tansu.log" 2>&1 &
-    echo $! >"$INFRA_DIR/tansu.pid")
+    echo $! >"$INFRA_DIR/tansu.pid"
+  )
   wait_port 9092 30 || die "the broker is not listening on 127.0.0.1:9092 after 30 s; see $INFRA_DIR/tansu.log"
 fi
 log "broker on 127.0.0.1:9092"

@@ -10,31 +10,15 @@ use rtgs_core::entry::{Bmi, CenterId, Entry, Payload};
 use rtgs_kafka::leadership::Leadership;
 use rtgs_kafka::topics::{self, TopicSpec};
 use rtgs_kafka::{clients, KafkaAdapterError};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const BOOTSTRAP: &str = "127.0.0.1:9092";
 
+/// Starts the broker through the project's script (once per test binary); fails the test with
+/// the script's message if it cannot.
 fn broker() {
-    static UP: OnceLock<Result<(), String>> = OnceLock::new();
-    let up = UP.get_or_init(|| {
-        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/infra-up.sh");
-        let out = std::process::Command::new("bash")
-            .arg(&script)
-            .arg("broker")
-            .output()
-            .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
-        if out.status.success() {
-            Ok(())
-        } else {
-            Err(format!(
-                "infra-up.sh broker failed ({}):\n{}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
-            ))
-        }
-    });
-    if let Err(e) = up {
+    if let Err(e) = rtgs_pg::dev::start_infra("broker") {
         panic!("the broker could not be started, so this test cannot run: {e}");
     }
 }

@@ -3,7 +3,7 @@
 
 use crate::migrate::{ensure_database, migrate, Schema};
 use crate::StoreError;
-use std::sync::OnceLock;
+use std::sync::Mutex;
 
 /// Connection settings from `PGHOST`/`PGPORT`/`PGUSER`/`PGPASSWORD` (defaults: the local
 /// server that `scripts/infra-up.sh` starts).
@@ -27,29 +27,39 @@ impl PgSettings {
     }
 }
 
-/// Runs `scripts/infra-up.sh postgres` once per process (installs and starts PostgreSQL if
-/// needed). `Err` says why it could not be started.
+/// Runs `scripts/infra-up.sh COMPONENT` (`postgres`, `broker` or `all`) once per process and
+/// component: installs and starts the server if needed. `Err` says why it could not be started.
+pub fn start_infra(component: &str) -> Result<(), String> {
+    static STARTED: Mutex<Vec<(String, Result<(), String>)>> = Mutex::new(Vec::new());
+    let mut started = STARTED.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some((_, result)) = started.iter().find(|(c, _)| c == component) {
+        return result.clone();
+    }
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/infra-up.sh");
+    let result = std::process::Command::new("bash")
+        .arg(&script)
+        .arg(component)
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", script.display()))
+        .and_then(|out| {
+            if out.status.success() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{} {component} failed ({}):\n{}",
+                    script.display(),
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr)
+                ))
+            }
+        });
+    started.push((component.to_string(), result.clone()));
+    result
+}
+
+/// [`start_infra`]`("postgres")`.
 pub fn start_postgres() -> Result<(), String> {
-    static UP: OnceLock<Result<(), String>> = OnceLock::new();
-    UP.get_or_init(|| {
-        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/infra-up.sh");
-        let out = std::process::Command::new("bash")
-            .arg(&script)
-            .arg("postgres")
-            .output()
-            .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
-        if out.status.success() {
-            Ok(())
-        } else {
-            Err(format!(
-                "{} postgres failed ({}):\n{}",
-                script.display(),
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
-            ))
-        }
-    })
-    .clone()
+    start_infra("postgres")
 }
 
 /// Drops and recreates database `name`, applies `schema`, and returns a pool of `size` on it.
