@@ -978,3 +978,74 @@ impl CenterThread {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtgs_core::entry::Payload;
+
+    fn tick(seq: Seq) -> Entry {
+        Entry {
+            seq,
+            epoch: 1,
+            timestamp_us: seq,
+            origin: CenterId(1),
+            bmi: Bmi::NONE,
+            payload: Payload::Tick,
+        }
+    }
+
+    /// A delivery with a hole: the center applies up to the hole, waits, then reports the timed-out
+    /// gap and pulls the missing entries from the durable journal — never skips them.
+    #[test]
+    fn a_timed_out_gap_is_pulled_from_the_journal() {
+        let dir = std::env::temp_dir().join(format!("rtgs-gap-pull-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let journal_dir = dir.join("journal");
+        let (mut journal, _) =
+            Journal::open(&journal_dir, SEGMENT_BYTES_MAX).unwrap_or_else(|e| panic!("{e}"));
+        let all: Vec<Entry> = (1..=10).map(tick).collect();
+        journal.append(&encode_frames(&all), 1, 10).unwrap_or_else(|e| panic!("{e}"));
+        journal.sync().unwrap_or_else(|e| panic!("{e}"));
+
+        let (_journal_tx, journal_rx) = bounded(1);
+        let (_ack_tx, ack_rx) = bounded(1);
+        let (events_tx, _events_rx) = bounded(16);
+        let (checkpoint_tx, _checkpoint_rx) = bounded(4);
+        let mut center = CenterThread::new(CenterSetup {
+            id: CenterId(1),
+            centers: 1,
+            checkpoint: None,
+            journal_dir,
+            checkpoint_path: dir.join("center-DC1.checkpoint"),
+            replay_until: 0,
+            checkpoint_interval: u64::MAX,
+            links: CenterLinks {
+                journal_rx,
+                ack_rx,
+                peers: Vec::new(),
+                events_tx,
+                checkpoint_tx,
+                shared: Arc::new(Shared {
+                    durable_unfinal_first: vec![AtomicU64::new(1)],
+                    diverged: AtomicBool::new(false),
+                }),
+                clock: Arc::new(Clock::new()),
+            },
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+
+        let delivered: Vec<Entry> = all.iter().filter(|e| e.seq != 4 && e.seq != 5).cloned().collect();
+        let batch = JournalBatch { submitted_at_us: vec![0; delivered.len()], entries: delivered };
+        center.handle_journal(&batch).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(center.ledger.seq_applied(), 3, "applied up to the hole, not past it");
+        center.poll_gap().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(center.gap_pulls, 0, "a fresh hole is only timed");
+        std::thread::sleep(Duration::from_micros(rtgs_core::limits::GAP_TIMEOUT_US + 50_000));
+        center.poll_gap().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(center.gap_pulls, 1);
+        assert_eq!(center.ledger.seq_applied(), 10, "the pulled entries filled the hole and the run went on");
+        assert_eq!(center.finalizer.seq_unfinal_first(), 11, "one center is its own quorum here");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
