@@ -9,12 +9,19 @@
 //! Body: `version: u8 = 1 | count: u32 | count × entry`; entry:
 //! `seq u64 | epoch u32 | timestamp_us u64 | origin u8 | bmi_len u8 | bmi | tag u8 | payload`.
 //! All integers little-endian. One frame is one sequencer batch (one fsync, one Kafka message).
+//!
+//! Commands (not yet sequenced: what a center puts on the inbound topic) use the same frame with
+//! body `version: u8 = 2 | count: u32 | count × (origin u8 | bmi_len u8 | bmi | tag u8 | payload)`;
+//! the two decoders refuse each other's frames.
 
 use crate::entry::*;
 use crate::limits::{BMI_BYTES_MAX, CENTER_COUNT_MAX, FRAME_BYTES_MAX, PLUGIN_BODY_BYTES_MAX};
 
 pub const FRAME_HEADER_BYTES: usize = 8;
 const VERSION: u8 = 1;
+const VERSION_COMMANDS: u8 = 2;
+/// Smallest encoded command: origin, bmi length, tag (the bmi itself is checked after).
+const COMMAND_BYTES_MIN: usize = 1 + 1 + 1;
 /// Smallest encoded entry (a `Tick`): used to bound `count` before allocating.
 const ENTRY_BYTES_MIN: usize = 8 + 4 + 8 + 1 + 1 + 1;
 
@@ -142,6 +149,76 @@ pub fn encode_payload(p: &Payload, out: &mut Vec<u8>) {
     }
 }
 
+/// Appends one frame holding `commands` to `out`.
+pub fn encode_commands_frame<'a>(commands: impl IntoIterator<Item = &'a Command>, out: &mut Vec<u8>) {
+    let start = out.len();
+    out.extend_from_slice(&[0; FRAME_HEADER_BYTES]);
+    out.push(VERSION_COMMANDS);
+    let count_at = out.len();
+    out.extend_from_slice(&[0; 4]);
+    let mut count: u32 = 0;
+    for c in commands {
+        out.push(c.origin.0);
+        let bmi = c.bmi.as_bytes();
+        out.push(bmi.len() as u8);
+        out.extend_from_slice(bmi);
+        encode_payload(&c.payload, out);
+        count += 1;
+    }
+    out[count_at..count_at + 4].copy_from_slice(&count.to_le_bytes());
+    let body_len = out.len() - start - FRAME_HEADER_BYTES;
+    assert!(body_len + FRAME_HEADER_BYTES <= FRAME_BYTES_MAX, "frame over FRAME_BYTES_MAX");
+    let crc = crc32fast::hash(&out[start + FRAME_HEADER_BYTES..]);
+    out[start..start + 4].copy_from_slice(&(body_len as u32).to_le_bytes());
+    out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Checks and parses the commands frame at the start of `buf` into `out` (like [`decode_frame`]).
+pub fn decode_commands_frame(buf: &[u8], out: &mut Vec<Command>) -> Result<Option<usize>, CodecError> {
+    let Some(total) = check(buf)? else { return Ok(None) };
+    let before = out.len();
+    let result = parse_commands(&buf[FRAME_HEADER_BYTES..total], out);
+    if result.is_err() {
+        out.truncate(before);
+    }
+    result.map(|()| Some(total))
+}
+
+fn parse_commands(body: &[u8], out: &mut Vec<Command>) -> Result<(), CodecError> {
+    let mut r = Reader { buf: body };
+    let version = r.u8()?;
+    if version != VERSION_COMMANDS {
+        return Err(CodecError::Version(version));
+    }
+    let count = r.u32()?;
+    if (count as usize).saturating_mul(COMMAND_BYTES_MIN) > r.buf.len() {
+        return Err(CodecError::Count(count));
+    }
+    out.reserve(count as usize);
+    for _ in 0..count {
+        let origin = parse_origin(&mut r)?;
+        let bmi_len = usize::from(r.u8()?);
+        if bmi_len > BMI_BYTES_MAX {
+            return Err(CodecError::Bmi);
+        }
+        // Commands always carry a bmi: only the sequencer makes entries without one.
+        let bmi = Bmi::new(r.take(bmi_len)?).map_err(|_| CodecError::Bmi)?;
+        out.push(Command { origin, bmi, payload: parse_payload(&mut r)? });
+    }
+    if !r.buf.is_empty() {
+        return Err(CodecError::Trailing(r.buf.len()));
+    }
+    Ok(())
+}
+
+fn parse_origin(r: &mut Reader<'_>) -> Result<CenterId, CodecError> {
+    let origin = r.u8()?;
+    if origin == 0 || usize::from(origin) > CENTER_COUNT_MAX {
+        return Err(CodecError::Origin(origin));
+    }
+    Ok(CenterId(origin))
+}
+
 /// Checks and parses the frame at the start of `buf`, appending its entries to `out`.
 /// Returns the frame's length, or `None` if `buf` holds only part of a frame.
 /// On error `out` is left as it was.
@@ -184,10 +261,7 @@ fn parse_entry(r: &mut Reader<'_>) -> Result<Entry, CodecError> {
     }
     let epoch = r.u32()?;
     let timestamp_us = r.u64()?;
-    let origin = r.u8()?;
-    if origin == 0 || usize::from(origin) > CENTER_COUNT_MAX {
-        return Err(CodecError::Origin(origin));
-    }
+    let origin = parse_origin(r)?;
     let bmi_len = usize::from(r.u8()?);
     if bmi_len > BMI_BYTES_MAX {
         return Err(CodecError::Bmi);
@@ -199,7 +273,7 @@ fn parse_entry(r: &mut Reader<'_>) -> Result<Entry, CodecError> {
         (_, 0) => return Err(CodecError::Bmi),
         _ => Bmi::new(bmi_bytes).map_err(|_| CodecError::Bmi)?,
     };
-    Ok(Entry { seq, epoch, timestamp_us, origin: CenterId(origin), bmi, payload })
+    Ok(Entry { seq, epoch, timestamp_us, origin, bmi, payload })
 }
 
 fn parse_payload(r: &mut Reader<'_>) -> Result<Payload, CodecError> {
@@ -355,6 +429,37 @@ mod tests {
             buf.extend_from_slice(&body);
             let mut out = Vec::new();
             let _ = decode_frame(&buf, &mut out);
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn commands_round_trip_and_are_not_entries(entries in proptest::collection::vec(arb_entry(), 0..20)) {
+            let commands: Vec<Command> = entries
+                .into_iter()
+                .filter(|e| !e.bmi.is_none())
+                .map(|e| Command { origin: e.origin, bmi: e.bmi, payload: e.payload })
+                .collect();
+            let mut buf = Vec::new();
+            encode_commands_frame(&commands, &mut buf);
+            let mut out = Vec::new();
+            prop_assert_eq!(decode_commands_frame(&buf, &mut out), Ok(Some(buf.len())));
+            prop_assert_eq!(out, commands);
+            prop_assert_eq!(decode_frame(&buf, &mut Vec::new()), Err(CodecError::Version(VERSION_COMMANDS)));
+        }
+
+        #[test]
+        fn arbitrary_command_bytes_never_panic(body in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let mut buf = Vec::new();
+            buf.extend_from_slice(&(body.len() as u32 + 1).to_le_bytes());
+            let mut full = vec![VERSION_COMMANDS];
+            full.extend_from_slice(&body);
+            buf.extend_from_slice(&crc32fast::hash(&full).to_le_bytes());
+            buf.extend_from_slice(&full);
+            let mut out = Vec::new();
+            if decode_commands_frame(&buf, &mut out).is_err() {
+                prop_assert!(out.is_empty());
+            }
         }
     }
 
