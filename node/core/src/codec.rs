@@ -85,14 +85,25 @@ pub fn check(buf: &[u8]) -> Result<Option<usize>, CodecError> {
 
 /// Appends one frame holding `entries` to `out`.
 pub fn encode_frame<'a>(entries: impl IntoIterator<Item = &'a Entry>, out: &mut Vec<u8>) {
+    encode_items(VERSION, entries, out, encode_entry);
+}
+
+/// The framing both kinds of frame share: header, version, count, then the items, with length
+/// and CRC filled in at the end.
+fn encode_items<T>(
+    version: u8,
+    items: impl IntoIterator<Item = T>,
+    out: &mut Vec<u8>,
+    mut item: impl FnMut(T, &mut Vec<u8>),
+) {
     let start = out.len();
     out.extend_from_slice(&[0; FRAME_HEADER_BYTES]);
-    out.push(VERSION);
+    out.push(version);
     let count_at = out.len();
     out.extend_from_slice(&[0; 4]);
     let mut count: u32 = 0;
-    for e in entries {
-        encode_entry(e, out);
+    for i in items {
+        item(i, out);
         count += 1;
     }
     out[count_at..count_at + 4].copy_from_slice(&count.to_le_bytes());
@@ -151,64 +162,29 @@ pub fn encode_payload(p: &Payload, out: &mut Vec<u8>) {
 
 /// Appends one frame holding `commands` to `out`.
 pub fn encode_commands_frame<'a>(commands: impl IntoIterator<Item = &'a Command>, out: &mut Vec<u8>) {
-    let start = out.len();
-    out.extend_from_slice(&[0; FRAME_HEADER_BYTES]);
-    out.push(VERSION_COMMANDS);
-    let count_at = out.len();
-    out.extend_from_slice(&[0; 4]);
-    let mut count: u32 = 0;
-    for c in commands {
+    encode_items(VERSION_COMMANDS, commands, out, |c, out| {
         out.push(c.origin.0);
         let bmi = c.bmi.as_bytes();
         out.push(bmi.len() as u8);
         out.extend_from_slice(bmi);
         encode_payload(&c.payload, out);
-        count += 1;
-    }
-    out[count_at..count_at + 4].copy_from_slice(&count.to_le_bytes());
-    let body_len = out.len() - start - FRAME_HEADER_BYTES;
-    assert!(body_len + FRAME_HEADER_BYTES <= FRAME_BYTES_MAX, "frame over FRAME_BYTES_MAX");
-    let crc = crc32fast::hash(&out[start + FRAME_HEADER_BYTES..]);
-    out[start..start + 4].copy_from_slice(&(body_len as u32).to_le_bytes());
-    out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
+    });
 }
 
 /// Checks and parses the commands frame at the start of `buf` into `out` (like [`decode_frame`]).
 pub fn decode_commands_frame(buf: &[u8], out: &mut Vec<Command>) -> Result<Option<usize>, CodecError> {
-    let Some(total) = check(buf)? else { return Ok(None) };
-    let before = out.len();
-    let result = parse_commands(&buf[FRAME_HEADER_BYTES..total], out);
-    if result.is_err() {
-        out.truncate(before);
-    }
-    result.map(|()| Some(total))
+    decode_items(buf, out, VERSION_COMMANDS, COMMAND_BYTES_MIN, parse_command)
 }
 
-fn parse_commands(body: &[u8], out: &mut Vec<Command>) -> Result<(), CodecError> {
-    let mut r = Reader { buf: body };
-    let version = r.u8()?;
-    if version != VERSION_COMMANDS {
-        return Err(CodecError::Version(version));
+fn parse_command(r: &mut Reader<'_>) -> Result<Command, CodecError> {
+    let origin = parse_origin(r)?;
+    let bmi_len = usize::from(r.u8()?);
+    if bmi_len > BMI_BYTES_MAX {
+        return Err(CodecError::Bmi);
     }
-    let count = r.u32()?;
-    if (count as usize).saturating_mul(COMMAND_BYTES_MIN) > r.buf.len() {
-        return Err(CodecError::Count(count));
-    }
-    out.reserve(count as usize);
-    for _ in 0..count {
-        let origin = parse_origin(&mut r)?;
-        let bmi_len = usize::from(r.u8()?);
-        if bmi_len > BMI_BYTES_MAX {
-            return Err(CodecError::Bmi);
-        }
-        // Commands always carry a bmi: only the sequencer makes entries without one.
-        let bmi = Bmi::new(r.take(bmi_len)?).map_err(|_| CodecError::Bmi)?;
-        out.push(Command { origin, bmi, payload: parse_payload(&mut r)? });
-    }
-    if !r.buf.is_empty() {
-        return Err(CodecError::Trailing(r.buf.len()));
-    }
-    Ok(())
+    // Commands always carry a bmi: only the sequencer makes entries without one.
+    let bmi = Bmi::new(r.take(bmi_len)?).map_err(|_| CodecError::Bmi)?;
+    Ok(Command { origin, bmi, payload: parse_payload(r)? })
 }
 
 fn parse_origin(r: &mut Reader<'_>) -> Result<CenterId, CodecError> {
@@ -223,35 +199,45 @@ fn parse_origin(r: &mut Reader<'_>) -> Result<CenterId, CodecError> {
 /// Returns the frame's length, or `None` if `buf` holds only part of a frame.
 /// On error `out` is left as it was.
 pub fn decode_frame(buf: &[u8], out: &mut Vec<Entry>) -> Result<Option<usize>, CodecError> {
-    let Some(total) = check(buf)? else {
-        return Ok(None);
-    };
+    decode_items(buf, out, VERSION, ENTRY_BYTES_MIN, parse_entry)
+}
+
+/// The parsing both kinds of frame share: check, version, a count bounded by the body's size
+/// (no allocation a hostile count could blow up), the items, nothing trailing; on error `out` is
+/// left as it was.
+fn decode_items<T>(
+    buf: &[u8],
+    out: &mut Vec<T>,
+    version: u8,
+    item_bytes_min: usize,
+    mut item: impl FnMut(&mut Reader<'_>) -> Result<T, CodecError>,
+) -> Result<Option<usize>, CodecError> {
+    let Some(total) = check(buf)? else { return Ok(None) };
     let before = out.len();
-    let result = parse_body(&buf[FRAME_HEADER_BYTES..total], out);
+    let mut parse = |out: &mut Vec<T>| -> Result<(), CodecError> {
+        let mut r = Reader { buf: &buf[FRAME_HEADER_BYTES..total] };
+        let found = r.u8()?;
+        if found != version {
+            return Err(CodecError::Version(found));
+        }
+        let count = r.u32()?;
+        if (count as usize).saturating_mul(item_bytes_min) > r.buf.len() {
+            return Err(CodecError::Count(count));
+        }
+        out.reserve(count as usize);
+        for _ in 0..count {
+            out.push(item(&mut r)?);
+        }
+        if !r.buf.is_empty() {
+            return Err(CodecError::Trailing(r.buf.len()));
+        }
+        Ok(())
+    };
+    let result = parse(out);
     if result.is_err() {
         out.truncate(before);
     }
     result.map(|()| Some(total))
-}
-
-fn parse_body(body: &[u8], out: &mut Vec<Entry>) -> Result<(), CodecError> {
-    let mut r = Reader { buf: body };
-    let version = r.u8()?;
-    if version != VERSION {
-        return Err(CodecError::Version(version));
-    }
-    let count = r.u32()?;
-    if (count as usize).saturating_mul(ENTRY_BYTES_MIN) > r.buf.len() {
-        return Err(CodecError::Count(count));
-    }
-    out.reserve(count as usize);
-    for _ in 0..count {
-        out.push(parse_entry(&mut r)?);
-    }
-    if !r.buf.is_empty() {
-        return Err(CodecError::Trailing(r.buf.len()));
-    }
-    Ok(())
 }
 
 fn parse_entry(r: &mut Reader<'_>) -> Result<Entry, CodecError> {

@@ -113,6 +113,10 @@ impl Bmi {
     pub fn as_bytes(&self) -> &[u8] {
         &self.bytes[..usize::from(self.len)]
     }
+    /// As text, borrowed (only printable ASCII gets in through `new`).
+    pub fn as_str(&self) -> &str {
+        std::str::from_utf8(self.as_bytes()).unwrap_or("")
+    }
     pub fn is_none(&self) -> bool {
         self.len == 0
     }
@@ -127,7 +131,7 @@ impl Bmi {
 
 impl fmt::Debug for Bmi {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", String::from_utf8_lossy(self.as_bytes()))
+        f.write_str(self.as_str())
     }
 }
 
@@ -241,6 +245,13 @@ pub struct Entry {
     pub origin: CenterId,
     pub bmi: Bmi,
     pub payload: Payload,
+}
+
+impl Entry {
+    /// A `Tick`: made by the sequencer, so it has no `bmi`.
+    pub fn tick(seq: Seq, epoch: u32, timestamp_us: u64, origin: CenterId) -> Entry {
+        Entry { seq, epoch, timestamp_us, origin, bmi: Bmi::NONE, payload: Payload::Tick }
+    }
 }
 
 /// ISO 20022 `ExternalStatusReason1Code` values we use, plus two proprietary `RTnn` codes for

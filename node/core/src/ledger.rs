@@ -91,7 +91,8 @@ impl Ledger {
         }
     }
 
-    /// Rebuilds a ledger from stored parts (a database), checked like a decoded checkpoint:
+    /// Rebuilds a ledger from stored parts (a database row set, or a decoded checkpoint — the one
+    /// place both are checked):
     /// unique account ids, currencies of funded totals sorted and unique, money conserved.
     pub fn restore(
         accounts: Vec<Account>,
@@ -312,25 +313,24 @@ impl Ledger {
 
     pub fn decode(buf: &[u8]) -> Result<(Ledger, usize), LedgerDecodeError> {
         let mut r = Cursor { buf, at: 0 };
-        let mut l = Ledger::new();
-        l.seq_applied = r.u64()?;
-        l.state_hash = r.u64()?;
-        l.timestamp_us = r.u64()?;
-        let funded = r.u32()? as usize;
-        for _ in 0..funded.min(buf.len()) {
+        let seq_applied = r.u64()?;
+        let state_hash = r.u64()?;
+        let timestamp_us = r.u64()?;
+        let n = r.u32()? as usize;
+        if n.saturating_mul(11) > buf.len() {
+            return Err(LedgerDecodeError);
+        }
+        let mut funded = Vec::with_capacity(n);
+        for _ in 0..n {
             let c = Currency::new(r.take(3)?).map_err(|_| LedgerDecodeError)?;
-            // `fund` binary-searches this list: it must be sorted and unique.
-            if l.funded.last().is_some_and(|(last, _)| *last >= c) {
-                return Err(LedgerDecodeError);
-            }
-            l.funded.push((c, r.u64()?));
+            funded.push((c, r.u64()?));
         }
         let n = r.u32()? as usize;
         if n.saturating_mul(20) > buf.len() {
             return Err(LedgerDecodeError);
         }
-        l.accounts.reserve(n);
-        for i in 0..n {
+        let mut accounts = Vec::with_capacity(n);
+        for _ in 0..n {
             let id = AccountId(r.u64()?);
             let currency = Currency::new(r.take(3)?).map_err(|_| LedgerDecodeError)?;
             let balance_minor = r.u64()?;
@@ -339,14 +339,11 @@ impl Ledger {
                 1 => true,
                 _ => return Err(LedgerDecodeError),
             };
-            if l.index.insert(id, i as u32).is_some() {
-                return Err(LedgerDecodeError);
-            }
-            l.accounts.push(Account { id, currency, balance_minor, closed });
+            accounts.push(Account { id, currency, balance_minor, closed });
         }
-        // Check after reading back, as before writing.
-        l.check_conservation().map_err(|_| LedgerDecodeError)?;
-        Ok((l, r.at))
+        // Checked after reading back, as before writing: the same checks as any restore.
+        let ledger = Ledger::restore(accounts, funded, seq_applied, state_hash, timestamp_us)?;
+        Ok((ledger, r.at))
     }
 }
 
@@ -501,14 +498,7 @@ mod tests {
     #[test]
     fn out_of_order_apply_stops_the_node() {
         let mut l = Ledger::new();
-        let e = Entry {
-            seq: 2,
-            epoch: 1,
-            timestamp_us: 0,
-            origin: CenterId(1),
-            bmi: Bmi::NONE,
-            payload: Payload::Tick,
-        };
+        let e = Entry::tick(2, 1, 0, CenterId(1));
         assert!(std::panic::catch_unwind(move || l.apply(&e)).is_err());
     }
 

@@ -7,7 +7,7 @@
 //! [`Sequencer::recover`] (which rebuilds `seq_next` and the dedupe window) and then takes a
 //! higher epoch with [`Sequencer::begin_epoch`].
 
-use crate::entry::{Bmi, CenterId, Command, Entry, Payload, Seq};
+use crate::entry::{CenterId, Command, Entry, Seq};
 use crate::hash::Prehashed;
 use crate::limits::{DEDUPE_WINDOW_ENTRIES, TICK_INTERVAL_US};
 use std::collections::HashMap;
@@ -181,21 +181,14 @@ impl Sequencer {
         let timestamp_us = self.stamp(now_us);
         let seq = self.seq_next;
         self.seq_next += 1;
-        Some(Entry {
-            seq,
-            epoch: self.epoch,
-            timestamp_us,
-            origin: self.center,
-            bmi: Bmi::NONE,
-            payload: Payload::Tick,
-        })
+        Some(Entry::tick(seq, self.epoch, timestamp_us, self.center))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::entry::{AccountId, Currency, Transfer};
+    use crate::entry::{AccountId, Bmi, Currency, Payload, Transfer};
     use proptest::prelude::*;
 
     fn transfer(bmi: &str, amount: u64) -> Command {

@@ -982,17 +982,9 @@ impl CenterThread {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rtgs_core::entry::Payload;
 
     fn tick(seq: Seq) -> Entry {
-        Entry {
-            seq,
-            epoch: 1,
-            timestamp_us: seq,
-            origin: CenterId(1),
-            bmi: Bmi::NONE,
-            payload: Payload::Tick,
-        }
+        Entry::tick(seq, 1, seq, CenterId(1))
     }
 
     /// A delivery with a hole: the center applies up to the hole, waits, then reports the timed-out

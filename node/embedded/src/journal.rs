@@ -320,17 +320,10 @@ impl JournalReader {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rtgs_core::entry::{Bmi, CenterId, Payload};
+    use rtgs_core::entry::CenterId;
 
     fn tick(seq: Seq) -> Entry {
-        Entry {
-            seq,
-            epoch: 3,
-            timestamp_us: seq * 10,
-            origin: CenterId(1),
-            bmi: Bmi::NONE,
-            payload: Payload::Tick,
-        }
+        Entry::tick(seq, 3, seq * 10, CenterId(1))
     }
 
     fn frame(seqs: std::ops::RangeInclusive<Seq>) -> Vec<u8> {

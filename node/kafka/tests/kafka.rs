@@ -6,7 +6,7 @@ use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::Message;
 use rdkafka::producer::FutureRecord;
 use rtgs_core::codec;
-use rtgs_core::entry::{Bmi, CenterId, Entry, Payload};
+use rtgs_core::entry::{CenterId, Entry};
 use rtgs_kafka::leadership::Leadership;
 use rtgs_kafka::topics::{self, TopicSpec};
 use rtgs_kafka::{clients, KafkaAdapterError};
@@ -66,14 +66,7 @@ async fn journal_frames_round_trip_in_order() {
     let started = Instant::now();
     for f in 0..frames {
         let entries: Vec<Entry> = (f * per_frame + 1..=(f + 1) * per_frame)
-            .map(|seq| Entry {
-                seq,
-                epoch: 1,
-                timestamp_us: seq,
-                origin: CenterId(1),
-                bmi: Bmi::NONE,
-                payload: Payload::Tick,
-            })
+            .map(|seq| Entry::tick(seq, 1, seq, CenterId(1)))
             .collect();
         let mut frame = Vec::new();
         codec::encode_frame(&entries, &mut frame);

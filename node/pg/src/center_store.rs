@@ -224,13 +224,12 @@ async fn copy_entries(
             return Err(StoreError::Corrupt(format!("entry {} paired with ack {}", e.seq, a.seq)));
         }
         let (kind, debtor, creditor, amount, currency) = columns(&e.payload);
-        let bmi = e.bmi.to_string();
         let row: [&(dyn ToSql + Sync); 12] = [
             &i64_of(e.seq)?,
             &i64::from(e.epoch),
             &i64_of(e.timestamp_us)?,
             &i16::from(e.origin.0),
-            &bmi,
+            &e.bmi.as_str(),
             &kind,
             &debtor.map(i64_of).transpose()?,
             &creditor.map(i64_of).transpose()?,

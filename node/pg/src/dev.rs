@@ -75,9 +75,7 @@ pub async fn fresh_database(
     );
     let (admin, driver) = tokio_postgres::connect(&conn, tokio_postgres::NoTls).await?;
     tokio::spawn(driver);
-    if !name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_') {
-        return Err(StoreError::Corrupt(format!("refusing database name {name:?}")));
-    }
+    crate::migrate::check_database_name(name)?;
     admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await?;
     ensure_database(&admin, name).await?;
     let pool = crate::pool(&pg.host, pg.port, &pg.user, &pg.password, name, size)?;

@@ -47,11 +47,18 @@ pub async fn migrate(client: &mut Client, schema: Schema) -> Result<Vec<&'static
     Ok(applied)
 }
 
-/// Creates database `name` if it does not exist (`admin` is connected to another database).
-pub async fn ensure_database(admin: &Client, name: &str) -> Result<bool, StoreError> {
-    if !name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_') {
+/// Database names go into SQL text (CREATE/DROP DATABASE take no parameters): only
+/// `[a-z0-9_]` is accepted.
+pub fn check_database_name(name: &str) -> Result<(), StoreError> {
+    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_') {
         return Err(StoreError::Corrupt(format!("refusing database name {name:?}")));
     }
+    Ok(())
+}
+
+/// Creates database `name` if it does not exist (`admin` is connected to another database).
+pub async fn ensure_database(admin: &Client, name: &str) -> Result<bool, StoreError> {
+    check_database_name(name)?;
     if admin.query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&name]).await?.is_some() {
         return Ok(false);
     }

@@ -45,16 +45,7 @@ fn entry(seq: u64, payload: Payload) -> Entry {
 
 fn ticks(seqs: std::ops::RangeInclusive<u64>, epoch: u32) -> OutboxBatch {
     let (first, last) = (*seqs.start(), *seqs.end());
-    let entries: Vec<Entry> = seqs
-        .map(|seq| Entry {
-            seq,
-            epoch,
-            timestamp_us: seq,
-            origin: CenterId(1),
-            bmi: Bmi::NONE,
-            payload: Payload::Tick,
-        })
-        .collect();
+    let entries: Vec<Entry> = seqs.map(|seq| Entry::tick(seq, epoch, seq, CenterId(1))).collect();
     let mut frames = Vec::new();
     codec::encode_frame(&entries, &mut frames);
     OutboxBatch { seq_first: first, seq_last: last, epoch, frames }
