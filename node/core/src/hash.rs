@@ -24,6 +24,12 @@ pub fn chain(prev: u64, seq: u64, outcome_code: u16) -> u64 {
     mix64(prev ^ mix64(seq.wrapping_mul(K1) ^ (u64::from(outcome_code) << 48) ^ K2))
 }
 
+/// Folds a digest of state kept beside the ledger (the plugins) into the running state hash.
+#[inline]
+pub fn fold(prev: u64, digest: u64) -> u64 {
+    mix64(prev ^ mix64(digest ^ K1).wrapping_add(K2))
+}
+
 /// Hash of a byte string with a seed; stable across platforms and releases.
 pub fn bytes64(seed: u64, bytes: &[u8]) -> u64 {
     let mut h = mix64(seed ^ K1 ^ (bytes.len() as u64).wrapping_mul(K2));

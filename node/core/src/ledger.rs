@@ -149,6 +149,12 @@ impl Ledger {
     pub fn state_hash(&self) -> u64 {
         self.state_hash
     }
+    /// Folds a digest of the plugins' step at the entry just applied into the state hash, so
+    /// that the applied-ack vouches for plugin state too; returns the new hash (the ack's).
+    pub fn fold(&mut self, digest: u64) -> u64 {
+        self.state_hash = crate::hash::fold(self.state_hash, digest);
+        self.state_hash
+    }
     pub fn timestamp_us(&self) -> u64 {
         self.timestamp_us
     }

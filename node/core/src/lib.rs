@@ -12,6 +12,7 @@
 //! * [`ledger`] — deterministic apply, ISO 20022 reject reasons, chained state hash.
 //! * [`finalizer`] — 2-of-3 quorum tally, exactly-once finality, divergence halt.
 //! * [`plugin`] — the contract plugins implement (deterministic, effects out, results in).
+//! * [`plugin_host`] — a center's plugins: routing, step digests, effect ownership, failover.
 //! * [`sim`] — the deterministic simulator (VOPR-style) that drives all of the above.
 //! * [`limits`] — every bound in one place; [`hash`], [`prng`] — deterministic helpers.
 
@@ -23,6 +24,7 @@ pub mod hash;
 pub mod ledger;
 pub mod limits;
 pub mod plugin;
+pub mod plugin_host;
 pub mod prng;
 pub mod sequencer;
 pub mod sim;

@@ -1,0 +1,347 @@
+//! The plugin host: a center's enabled plugins, fed the journal in seq order.
+//!
+//! The center hands every applied entry to [`PluginHost::apply`] right after its ledger applied
+//! it. A `Tick` goes to every plugin, a `Payload::Plugin` command to the plugin of its kind (or,
+//! for the host's own ops, to the host); anything else — transfers, the hot path — is not looked
+//! at. For an entry it did route, the host returns a **step digest**: the plugins' O(1)
+//! [`Plugin::digest`](crate::plugin::Plugin::digest) and every effect they emitted (id, op,
+//! body). The center folds it into its chained state hash (`Ledger::fold`), so the applied-ack
+//! vouches for plugin state, and a center whose plugin diverged is caught by the quorum
+//! finalizer at that very seq. The O(state) `state_hash` of a plugin is computed only when a
+//! checkpoint is written and read (and checked there), never per entry.
+//!
+//! **Ownership.** Effects are executed by one center, the plugin's *owner*: DC1 at first, then
+//! whichever center the latest accepted [`SetOwner`] entry names. Because the owner is plugin
+//! state decided by journal entries, every center agrees on it at every seq. A `SetOwner` must
+//! carry the next term (`term + 1`), so two centers proposing a takeover at once cannot both
+//! win: the sequencer dedupes their common `bmi` ([`SetOwner::bmi`]) and the host refuses any
+//! stale term.
+//!
+//! **No effect is lost.** A plugin keeps every effect pending in its own state until its result
+//! re-enters the journal ([`Plugin::pending_effects`](crate::plugin::Plugin::pending_effects)).
+//! A center that becomes the owner (`SetOwner` naming it) queues them all for execution, and so
+//! does an owner that restarts, once it has replayed the journal ([`PluginHost::set_live`]):
+//! whatever the previous owner executed or not, everything pending is executed again.
+//! Re-execution is harmless by the adapters' contract (same effect id ⇒ the same signed
+//! transaction, the same nonce; the result's `bmi` derives from the effect id, so the sequencer
+//! dedupes it; and a plugin ignores a result for an effect it no longer awaits).
+//!
+//! **Replay never talks to the world.** Until [`PluginHost::set_live`], a host applies entries
+//! but queues no effects: a center catching up re-derives state, it does not redo the past.
+
+use crate::entry::{Bmi, CenterId, Entry, InputError, Payload, PluginCommand, PluginKind, Seq};
+use crate::hash::{bytes64, fold, mix64};
+use crate::limits::CENTER_COUNT_MAX;
+use crate::plugin::{Effect, HostedPlugin};
+
+/// Plugin command ops from here up are the host's, never handed to the plugin.
+pub const HOST_OP_FIRST: u16 = 0xFF00;
+/// Moves a plugin's ownership: body = `term u32 LE | center u8`.
+pub const HOST_OP_SET_OWNER: u16 = 0xFF01;
+
+/// Who owns every plugin before the first `SetOwner`.
+pub const OWNER_INITIAL: CenterId = CenterId(1);
+
+const CHECKPOINT_VERSION: u8 = 1;
+const TICK_SEED: u64 = 0x7 << 56;
+
+/// The host command that moves ownership of one plugin's effects.
+#[derive(Copy, Clone, PartialEq, Eq, Debug)]
+pub struct SetOwner {
+    /// Must be the current term + 1.
+    pub term: u32,
+    pub owner: CenterId,
+}
+
+impl SetOwner {
+    pub fn to_command(self, plugin: PluginKind) -> Result<PluginCommand, InputError> {
+        let mut body = self.term.to_le_bytes().to_vec();
+        body.push(self.owner.0);
+        PluginCommand::new(plugin, HOST_OP_SET_OWNER, body)
+    }
+
+    /// The idempotency key: one per plugin and term, whoever proposes it.
+    pub fn bmi(plugin: PluginKind, term: u32) -> Result<Bmi, InputError> {
+        Bmi::numbered(&format!("OWNER-{}-", plugin as u8), u64::from(term))
+    }
+
+    fn decode(body: &[u8]) -> Option<SetOwner> {
+        match body {
+            [a, b, c, d, center] => {
+                let owner = CenterId(*center);
+                (1..=CENTER_COUNT_MAX as u8).contains(center).then_some(SetOwner {
+                    term: u32::from_le_bytes([*a, *b, *c, *d]),
+                    owner,
+                })
+            }
+            _ => None,
+        }
+    }
+}
+
+/// A host checkpoint that does not read back.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("plugin host checkpoint: {0}")]
+pub struct HostDecodeError(pub &'static str);
+
+/// Two plugins of one kind.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("plugin {0:?} is enabled twice")]
+pub struct DuplicatePlugin(pub PluginKind);
+
+struct Slot {
+    plugin: Box<dyn HostedPlugin>,
+    owner: CenterId,
+    term: u32,
+    /// `SetOwner` commands refused (stale term, malformed, unknown op).
+    host_ops_refused: u64,
+}
+
+/// A center's plugins (see the module docs).
+pub struct PluginHost {
+    me: CenterId,
+    live: bool,
+    slots: Vec<Slot>,
+    /// Effects this center must execute, in emission order.
+    outbox: Vec<Effect>,
+    scratch: Vec<Effect>,
+}
+
+impl PluginHost {
+    /// A host for center `me`, not live yet; plugins must be of distinct kinds.
+    pub fn new(me: CenterId, plugins: Vec<Box<dyn HostedPlugin>>) -> Result<Self, DuplicatePlugin> {
+        let mut slots: Vec<Slot> = Vec::with_capacity(plugins.len());
+        for plugin in plugins {
+            if slots.iter().any(|s| s.plugin.kind() == plugin.kind()) {
+                return Err(DuplicatePlugin(plugin.kind()));
+            }
+            slots.push(Slot { plugin, owner: OWNER_INITIAL, term: 0, host_ops_refused: 0 });
+        }
+        Ok(PluginHost { me, live: false, slots, outbox: Vec::new(), scratch: Vec::new() })
+    }
+
+    /// A host with no plugins: `apply` returns `None` for everything.
+    pub fn empty(me: CenterId) -> Self {
+        PluginHost { me, live: false, slots: Vec::new(), outbox: Vec::new(), scratch: Vec::new() }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    pub fn center(&self) -> CenterId {
+        self.me
+    }
+
+    pub fn kinds(&self) -> impl Iterator<Item = PluginKind> + '_ {
+        self.slots.iter().map(|s| s.plugin.kind())
+    }
+
+    pub fn plugin(&self, kind: PluginKind) -> Option<&dyn HostedPlugin> {
+        self.slot(kind).map(|s| s.plugin.as_ref())
+    }
+
+    /// The owner of a plugin's effects and its term.
+    pub fn owner(&self, kind: PluginKind) -> Option<(CenterId, u32)> {
+        self.slot(kind).map(|s| (s.owner, s.term))
+    }
+
+    pub fn is_live(&self) -> bool {
+        self.live
+    }
+
+    /// The center has caught up with the journal: from now on it executes the effects of the
+    /// plugins it owns, starting with everything they hold pending (an owner that restarted
+    /// cannot know which of them it executed before).
+    pub fn set_live(&mut self) {
+        if self.live {
+            return;
+        }
+        self.live = true;
+        for s in &self.slots {
+            if s.owner == self.me {
+                s.plugin.pending_effects(&mut self.outbox);
+            }
+        }
+    }
+
+    /// Back to replay mode (a driver that knows it is behind again).
+    pub fn set_replaying(&mut self) {
+        self.live = false;
+        self.outbox.clear();
+    }
+
+    /// Applies one entry (after the ledger applied it, in seq order). Returns the step digest to
+    /// fold into the state hash if a plugin (or the host) took the entry, `None` otherwise.
+    pub fn apply(&mut self, entry: &Entry) -> Option<u64> {
+        match &entry.payload {
+            Payload::Tick if !self.slots.is_empty() => {
+                let mut digest = mix64(entry.seq ^ TICK_SEED);
+                for i in 0..self.slots.len() {
+                    digest = fold(digest, self.step(i, entry));
+                }
+                Some(digest)
+            }
+            Payload::Plugin(c) => {
+                let i = self.slots.iter().position(|s| s.plugin.kind() == c.plugin)?;
+                Some(if c.op >= HOST_OP_FIRST { self.host_op(i, c) } else { self.step(i, entry) })
+            }
+            _ => None,
+        }
+    }
+
+    /// Moves the effects this center must execute into `out`.
+    pub fn take_effects(&mut self, out: &mut Vec<Effect>) {
+        out.append(&mut self.outbox);
+    }
+
+    pub fn has_effects(&self) -> bool {
+        !self.outbox.is_empty()
+    }
+
+    fn slot(&self, kind: PluginKind) -> Option<&Slot> {
+        self.slots.iter().find(|s| s.plugin.kind() == kind)
+    }
+
+    fn step(&mut self, i: usize, entry: &Entry) -> u64 {
+        let slot = &mut self.slots[i];
+        self.scratch.clear();
+        slot.plugin.apply(entry, &mut self.scratch);
+        let mut digest = mix64(u64::from(slot.plugin.kind() as u8) ^ slot.plugin.digest());
+        for e in &self.scratch {
+            digest = fold(digest, e.effect_id ^ (u64::from(e.op) << 48));
+            digest = fold(digest, bytes64(u64::from(e.op), &e.body));
+        }
+        if self.live && slot.owner == self.me {
+            self.outbox.append(&mut self.scratch);
+        }
+        digest
+    }
+
+    fn host_op(&mut self, i: usize, c: &PluginCommand) -> u64 {
+        let me = self.me;
+        let live = self.live;
+        let slot = &mut self.slots[i];
+        let set = (c.op == HOST_OP_SET_OWNER).then(|| SetOwner::decode(&c.body)).flatten();
+        match set {
+            Some(s) if s.term == slot.term.wrapping_add(1) => {
+                let was = slot.owner;
+                slot.owner = s.owner;
+                slot.term = s.term;
+                if live && s.owner == me && was != me {
+                    slot.plugin.pending_effects(&mut self.outbox);
+                }
+            }
+            _ => slot.host_ops_refused += 1,
+        }
+        let mut digest = mix64(u64::from(slot.plugin.kind() as u8) ^ 0xB0_57);
+        digest = fold(digest, u64::from(slot.term) << 8 | u64::from(slot.owner.0));
+        fold(digest, slot.host_ops_refused)
+    }
+
+    /// Figures of every plugin, plus the host's own (owner, term), prefixed by nothing: plugins
+    /// name their figures uniquely.
+    pub fn figures(&self, out: &mut Vec<(&'static str, u64)>) {
+        for s in &self.slots {
+            out.push(("owner_center", u64::from(s.owner.0)));
+            out.push(("owner_term", u64::from(s.term)));
+            s.plugin.figures(out);
+        }
+    }
+
+    /// Hash of the whole host state (O(state): checkpoints and audits only).
+    pub fn state_hash(&self) -> u64 {
+        let mut h = mix64(self.slots.len() as u64);
+        for s in &self.slots {
+            h = fold(h, Self::slot_head(s));
+            h = fold(h, s.plugin.state_hash());
+        }
+        h
+    }
+
+    fn slot_head(s: &Slot) -> u64 {
+        u64::from(s.plugin.kind() as u8) << 56
+            ^ u64::from(s.owner.0) << 48
+            ^ u64::from(s.term) << 8
+            ^ mix64(s.host_ops_refused)
+    }
+
+    /// Checkpoint: `version u8 | count u8 | per plugin: kind u8, owner u8, term u32,
+    /// host_ops_refused u64, state_hash u64, len u64, state`.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.push(CHECKPOINT_VERSION);
+        out.push(self.slots.len() as u8);
+        for s in &self.slots {
+            out.push(s.plugin.kind() as u8);
+            out.push(s.owner.0);
+            out.extend_from_slice(&s.term.to_le_bytes());
+            out.extend_from_slice(&s.host_ops_refused.to_le_bytes());
+            out.extend_from_slice(&s.plugin.state_hash().to_le_bytes());
+            let len_at = out.len();
+            out.extend_from_slice(&0u64.to_le_bytes());
+            s.plugin.encode(out);
+            let len = (out.len() - len_at - 8) as u64;
+            out[len_at..len_at + 8].copy_from_slice(&len.to_le_bytes());
+        }
+    }
+
+    /// Restores the state written by [`PluginHost::encode`] into this host's plugins, which must
+    /// be the same kinds in the same order; each plugin's state hash is checked after decoding.
+    /// Returns the bytes used. The host stays (or goes back to) not live.
+    pub fn restore(&mut self, buf: &[u8]) -> Result<usize, HostDecodeError> {
+        let mut r = Reader { buf, at: 0 };
+        if r.take(1)?[0] != CHECKPOINT_VERSION {
+            return Err(HostDecodeError("unknown version"));
+        }
+        if usize::from(r.take(1)?[0]) != self.slots.len() {
+            return Err(HostDecodeError("the checkpoint holds another set of plugins"));
+        }
+        for s in &mut self.slots {
+            if r.take(1)?[0] != s.plugin.kind() as u8 {
+                return Err(HostDecodeError("the checkpoint holds another set of plugins"));
+            }
+            let owner = r.take(1)?[0];
+            if !(1..=CENTER_COUNT_MAX as u8).contains(&owner) {
+                return Err(HostDecodeError("owner out of range"));
+            }
+            s.owner = CenterId(owner);
+            s.term = r.u32()?;
+            s.host_ops_refused = r.u64()?;
+            let hash = r.u64()?;
+            let len = usize::try_from(r.u64()?).map_err(|_| HostDecodeError("length"))?;
+            s.plugin.restore(r.take(len)?).map_err(|_| HostDecodeError("a plugin state is malformed"))?;
+            if s.plugin.state_hash() != hash {
+                return Err(HostDecodeError("a plugin state does not match its hash"));
+            }
+        }
+        self.set_replaying();
+        Ok(r.at)
+    }
+}
+
+struct Reader<'a> {
+    buf: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], HostDecodeError> {
+        let end = self.at.checked_add(n).filter(|e| *e <= self.buf.len()).ok_or(HostDecodeError("truncated"))?;
+        let s = &self.buf[self.at..end];
+        self.at = end;
+        Ok(s)
+    }
+    fn u32(&mut self) -> Result<u32, HostDecodeError> {
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    fn u64(&mut self) -> Result<u64, HostDecodeError> {
+        let b = self.take(8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Ok(u64::from_le_bytes(a))
+    }
+}
+
+#[cfg(test)]
+mod tests;
