@@ -29,7 +29,7 @@
 //! **Replay never talks to the world.** Until [`PluginHost::set_live`], a host applies entries
 //! but queues no effects: a center catching up re-derives state, it does not redo the past.
 
-use crate::entry::{Bmi, CenterId, Entry, InputError, Payload, PluginCommand, PluginKind, Seq};
+use crate::entry::{Bmi, CenterId, Entry, InputError, Payload, PluginCommand, PluginKind};
 use crate::hash::{bytes64, fold, mix64};
 use crate::limits::CENTER_COUNT_MAX;
 use crate::plugin::{Effect, HostedPlugin};

@@ -67,6 +67,16 @@ wire_struct! {
 }
 
 wire_struct! {
+    /// Operator: run the schedule now (for one partner, or for all), as if its interval had
+    /// elapsed; its next run stays where it was. For drills, demos and catching up after an
+    /// outage of the chain node.
+    #[derive(Copy, Clone, PartialEq, Eq, Debug)]
+    pub struct RunNow {
+        pub partner: Option<PartnerId>,
+    }
+}
+
+wire_struct! {
     /// One wallet's balance in a [`BalancesRead`].
     #[derive(Copy, Clone, PartialEq, Eq, Debug)]
     pub struct BalanceRow {
@@ -238,6 +248,7 @@ pub enum CollectionCommand {
     RegisterRelayer(RegisterRelayer),
     FailStale(FailStale),
     BumpGas(BumpGas),
+    RunNow(RunNow),
     BalancesRead(BalancesRead),
     BalancesReadFailed(BalancesReadFailed),
     BroadcastResult(BroadcastResult),
@@ -252,6 +263,7 @@ pub mod op {
     pub const REGISTER_RELAYER: u16 = 3;
     pub const FAIL_STALE: u16 = 4;
     pub const BUMP_GAS: u16 = 5;
+    pub const RUN_NOW: u16 = 6;
     pub const BALANCES_READ: u16 = 16;
     pub const BALANCES_READ_FAILED: u16 = 17;
     pub const BROADCAST_RESULT: u16 = 18;
@@ -269,6 +281,7 @@ impl CollectionCommand {
             C::RegisterRelayer(c) => (op::REGISTER_RELAYER, to_vec(c)),
             C::FailStale(c) => (op::FAIL_STALE, to_vec(c)),
             C::BumpGas(c) => (op::BUMP_GAS, to_vec(c)),
+            C::RunNow(c) => (op::RUN_NOW, to_vec(c)),
             C::BalancesRead(c) => (op::BALANCES_READ, to_vec(c)),
             C::BalancesReadFailed(c) => (op::BALANCES_READ_FAILED, to_vec(c)),
             C::BroadcastResult(c) => (op::BROADCAST_RESULT, to_vec(c)),
@@ -285,6 +298,7 @@ impl CollectionCommand {
             op::REGISTER_RELAYER => C::RegisterRelayer(from_slice(body)?),
             op::FAIL_STALE => C::FailStale(from_slice(body)?),
             op::BUMP_GAS => C::BumpGas(from_slice(body)?),
+            op::RUN_NOW => C::RunNow(from_slice(body)?),
             op::BALANCES_READ => C::BalancesRead(from_slice(body)?),
             op::BALANCES_READ_FAILED => C::BalancesReadFailed(from_slice(body)?),
             op::BROADCAST_RESULT => C::BroadcastResult(from_slice(body)?),

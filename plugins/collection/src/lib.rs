@@ -42,6 +42,7 @@
 #[macro_use]
 pub mod wire;
 
+pub mod adapter;
 pub mod chain_sim;
 pub mod checkpoint;
 pub mod command;
@@ -49,6 +50,7 @@ pub mod driver;
 pub mod effect;
 pub mod limits;
 mod nonce;
+mod pending;
 pub mod plugin;
 mod schedule;
 pub mod settings;

@@ -71,6 +71,10 @@ impl CollectionPlugin {
             C::RegisterRelayer(c) => self.on_register_relayer(c),
             C::FailStale(c) => self.on_fail_stale(c, out),
             C::BumpGas(c) => self.on_bump_gas(c, out),
+            C::RunNow(c) => {
+                self.run_now(c.partner, out);
+                Ok(())
+            }
             C::BalancesRead(c) => self.on_balances_read(c),
             C::BalancesReadFailed(c) => {
                 self.on_balances_read_failed(c);
@@ -415,6 +419,41 @@ impl Plugin for CollectionPlugin {
 
     fn state_hash(&self) -> u64 {
         checkpoint::hash_state(&self.st)
+    }
+
+    fn digest(&self) -> u64 {
+        use rtgs_core::hash::{fold, mix64};
+        let st = &self.st;
+        let c = &st.counters;
+        [
+            st.now_us,
+            st.deposits.len() as u64,
+            st.groups.len() as u64,
+            st.batches.len() as u64,
+            st.relayers.len() as u64,
+            st.partners.len() as u64,
+            st.batch_id_last,
+            st.stale_check_next_us,
+            st.rejections_recent.len() as u64,
+            c.results_ignored,
+            c.deposits_duplicate,
+            c.webhooks_foreign,
+            c.reads_deferred,
+            c.alerts,
+            self.ix.queued.len() as u64,
+            self.ix.waiting.len() as u64,
+            self.ix.open_batch.len() as u64,
+        ]
+        .into_iter()
+        .fold(mix64(st.seq_applied), fold)
+    }
+
+    fn pending_effects(&self, out: &mut Vec<Effect>) {
+        crate::pending::pending_effects(self, out)
+    }
+
+    fn figures(&self, out: &mut Vec<(&'static str, u64)>) {
+        crate::pending::figures(self, out)
     }
 
     fn encode(&self, out: &mut Vec<u8>) {

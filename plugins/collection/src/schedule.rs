@@ -42,8 +42,20 @@ impl CollectionPlugin {
         due
     }
 
+    /// `RunNow`: the partner's (or every partner's) run happens in this entry; the next
+    /// scheduled run does not move.
+    pub(crate) fn run_now(&mut self, partner: Option<PartnerId>, out: &mut EffectSink<'_>) {
+        let due: BTreeSet<PartnerId> =
+            self.st.partners.keys().copied().filter(|p| partner.is_none_or(|q| q == *p)).collect();
+        self.run_for(&due, out);
+    }
+
     fn run_due_schedules(&mut self, out: &mut EffectSink<'_>) {
         let due = self.take_due_partners();
+        self.run_for(&due, out);
+    }
+
+    fn run_for(&mut self, due: &BTreeSet<PartnerId>, out: &mut EffectSink<'_>) {
         if due.is_empty() {
             return;
         }

@@ -2,7 +2,7 @@
 //! (naming the effect id) is journaled.
 
 use super::*;
-use crate::entry::{AccountId, Currency, Transfer};
+use crate::entry::{AccountId, Currency, Seq, Transfer};
 use crate::plugin::{Plugin, PluginDecodeError};
 use std::collections::BTreeMap;
 

@@ -38,6 +38,10 @@ pub trait ChainAdapter {
     /// Moves the outside world to `now_us`; appends results (and webhooks, deposit
     /// confirmations) that are due, in the order they happened.
     fn poll(&mut self, now_us: u64, results: &mut Vec<CollectionCommand>);
+    /// Named figures for reports.
+    fn figures(&self, out: &mut Vec<(&'static str, u64)>) {
+        let _ = out;
+    }
 }
 
 /// A token the chain knows.
@@ -614,6 +618,17 @@ impl ChainAdapter for ChainSim {
             CollectionEffect::Cancel(c) => self.broadcast(effect_id, &Self::cancel_as_tx(c), true, now_us),
             CollectionEffect::Alert(a) => self.alerts.push((now_us, *a)),
         }
+    }
+
+    fn figures(&self, out: &mut Vec<(&'static str, u64)>) {
+        let s = &self.stats;
+        out.extend([
+            ("chain_broadcasts", s.broadcasts),
+            ("chain_already_known", s.already_known),
+            ("chain_nonce_too_low", s.nonce_too_low),
+            ("chain_webhooks_sent", s.webhooks_sent),
+            ("chain_tip", self.ledger.tip()),
+        ]);
     }
 
     fn poll(&mut self, now_us: u64, results: &mut Vec<CollectionCommand>) {
