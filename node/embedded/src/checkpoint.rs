@@ -1,8 +1,12 @@
 //! A center's durable state in the embedded engine: one checkpoint file per center.
 //!
-//! `DIR/center-DC1.checkpoint` = `"RTGSCKP1" | body_len u64 | crc32 u32 | body`, body =
+//! `DIR/center-DC1.checkpoint` = `"RTGSCKP2" | body_len u64 | crc32 u32 | body`, body =
 //! ledger (with its applied watermark and state hash) | finalizer tallies | the center's own acks
-//! that some finalizer may still need (first in full, then one outcome code per seq) | own-origin outcomes not yet announced as final.
+//! that some finalizer may still need (first in full, then one outcome code per seq; a code with
+//! [`HASH_FOLLOWS`] set is followed by the full hash: a seq whose plugin step was folded into
+//! the state hash) | own-origin outcomes not yet announced as final | the plugin host's state
+//! (`has u8 | len u64 | bytes`, see `rtgs_core::plugin_host`). `"RTGSCKP1"` files (before
+//! plugins) are read as having no plugin state.
 //! Written to a temporary file, fsync'd, renamed over the old one, directory fsync'd: a crash
 //! leaves either the old or the new checkpoint, never a mix. Checked on write and on read.
 
@@ -14,7 +18,10 @@ use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-const MAGIC: &[u8; 8] = b"RTGSCKP1";
+const MAGIC: &[u8; 8] = b"RTGSCKP2";
+const MAGIC_V1: &[u8; 8] = b"RTGSCKP1";
+/// Set on a retained ack's outcome code when its hash does not follow from the chain alone.
+pub const HASH_FOLLOWS: u16 = 0x8000;
 
 /// An own-origin entry that is applied locally and waits for finality to be announced.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -31,6 +38,8 @@ pub struct CenterCheckpoint {
     pub finalizer: Finalizer,
     pub ack_log: Vec<Applied>,
     pub awaiting: Vec<Awaiting>,
+    /// The plugin host's checkpoint (`PluginHost::encode`), if the center runs plugins.
+    pub plugins: Option<Vec<u8>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -64,6 +73,7 @@ pub fn encode<'a>(
     state: &[u8],
     ack_log: impl IntoIterator<Item = &'a Applied>,
     awaiting: &[Awaiting],
+    plugins: Option<&[u8]>,
 ) -> Vec<u8> {
     let mut body = Vec::with_capacity(state.len() + 64);
     body.extend_from_slice(state);
@@ -78,10 +88,19 @@ pub fn encode<'a>(
             body.extend_from_slice(&first.outcome.code().to_le_bytes());
             let mut count = 1u64;
             let mut seq = first.seq;
+            let mut prev = first.state_hash;
             for a in acks {
                 assert_eq!(a.seq, seq + 1, "retained acks must be contiguous");
                 seq = a.seq;
-                body.extend_from_slice(&a.outcome.code().to_le_bytes());
+                let code = a.outcome.code();
+                assert!(code < HASH_FOLLOWS, "outcome codes are small");
+                if a.state_hash == chain(prev, a.seq, code) {
+                    body.extend_from_slice(&code.to_le_bytes());
+                } else {
+                    body.extend_from_slice(&(code | HASH_FOLLOWS).to_le_bytes());
+                    body.extend_from_slice(&a.state_hash.to_le_bytes());
+                }
+                prev = a.state_hash;
                 count += 1;
             }
             body[count_at..count_at + 8].copy_from_slice(&count.to_le_bytes());
@@ -94,6 +113,14 @@ pub fn encode<'a>(
         body.push(b.len() as u8);
         body.extend_from_slice(b);
         body.extend_from_slice(&w.outcome.code().to_le_bytes());
+    }
+    match plugins {
+        None => body.push(0),
+        Some(p) => {
+            body.push(1);
+            body.extend_from_slice(&(p.len() as u64).to_le_bytes());
+            body.extend_from_slice(p);
+        }
     }
     let mut out = Vec::with_capacity(body.len() + 20);
     out.extend_from_slice(MAGIC);
@@ -129,9 +156,10 @@ pub fn read(path: &Path) -> Result<Option<CenterCheckpoint>, CheckpointError> {
 }
 
 fn decode(bytes: &[u8]) -> Result<CenterCheckpoint, &'static str> {
-    if bytes.len() < 20 || &bytes[..8] != MAGIC {
+    if bytes.len() < 20 || (&bytes[..8] != MAGIC && &bytes[..8] != MAGIC_V1) {
         return Err("bad magic");
     }
+    let v1 = &bytes[..8] == MAGIC_V1;
     let len = u64::from_le_bytes(bytes[8..16].try_into().map_err(|_| "header")?) as usize;
     let crc = u32::from_le_bytes(bytes[16..20].try_into().map_err(|_| "header")?);
     let body = bytes.get(20..).filter(|b| b.len() == len).ok_or("length mismatch")?;
@@ -164,9 +192,12 @@ fn decode(bytes: &[u8]) -> Result<CenterCheckpoint, &'static str> {
         ack_log.reserve(n as usize);
         ack_log.push(Applied { seq, outcome, state_hash });
         for i in 1..n {
-            let outcome = Outcome::from_code(u16_of(take(2)?)).ok_or("ack outcome")?;
+            let code = u16_of(take(2)?);
+            let outcome = Outcome::from_code(code & !HASH_FOLLOWS).ok_or("ack outcome")?;
             let prev = ack_log[ack_log.len() - 1].state_hash;
-            ack_log.push(Applied { seq: seq + i, outcome, state_hash: chain(prev, seq + i, outcome.code()) });
+            let state_hash =
+                if code & HASH_FOLLOWS != 0 { u64_of(take(8)?) } else { chain(prev, seq + i, outcome.code()) };
+            ack_log.push(Applied { seq: seq + i, outcome, state_hash });
         }
         if ack_log[ack_log.len() - 1].state_hash != ledger.state_hash() {
             return Err("retained acks do not chain to the ledger's state hash");
@@ -181,10 +212,18 @@ fn decode(bytes: &[u8]) -> Result<CenterCheckpoint, &'static str> {
         let outcome = Outcome::from_code(u16_of(take(2)?)).ok_or("awaiting outcome")?;
         awaiting.push(Awaiting { seq, bmi, outcome, submitted_at_us: 0 });
     }
+    let plugins = match if v1 { 0 } else { take(1)?[0] } {
+        0 => None,
+        1 => {
+            let len = usize::try_from(u64_of(take(8)?)).map_err(|_| "plugin state length")?;
+            Some(take(len)?.to_vec())
+        }
+        _ => return Err("plugin state marker"),
+    };
     if !r.is_empty() {
         return Err("trailing bytes");
     }
-    Ok(CenterCheckpoint { ledger, finalizer, ack_log, awaiting })
+    Ok(CenterCheckpoint { ledger, finalizer, ack_log, awaiting, plugins })
 }
 
 #[cfg(test)]
@@ -215,7 +254,9 @@ mod tests {
             outcome: a2.outcome,
             submitted_at_us: 5,
         }];
-        let bytes = encode(&encode_state(&ledger, &finalizer), &[a1, a2], &awaiting);
+        let mut a3 = ledger.apply(&e(3, Payload::Tick));
+        a3.state_hash = ledger.fold(0xABCD);
+        let bytes = encode(&encode_state(&ledger, &finalizer), &[a1, a2, a3], &awaiting, Some(b"host"));
         let dir = std::env::temp_dir().join(format!("rtgs-ckpt-{}", std::process::id()));
         fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
         let path = path_for(&dir, CenterId(2));
@@ -223,7 +264,8 @@ mod tests {
         write(&path, &bytes).unwrap_or_else(|e| panic!("{e}"));
         let back = read(&path).unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|| panic!("missing"));
         assert_eq!(back.ledger, ledger);
-        assert_eq!(back.ack_log, vec![a1, a2]);
+        assert_eq!(back.ack_log, vec![a1, a2, a3], "a folded hash is stored in full");
+        assert_eq!(back.plugins.as_deref(), Some(&b"host"[..]));
         assert_eq!(back.awaiting[0].seq, 2);
         assert_eq!(back.awaiting[0].submitted_at_us, 0, "submit times do not survive a restart");
         assert_eq!(back.finalizer.status(1), rtgs_core::finalizer::SeqStatus::Pending { acks: 1 });

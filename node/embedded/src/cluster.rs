@@ -22,6 +22,15 @@
 //! and goes on. The sequencer rebuilds its dedupe window from the journal's tail and takes the
 //! next epoch. Nothing is applied twice: the watermark and the state are in one atomic file.
 //!
+//! **Plugins** (optional, [`PluginSetup`]): each center thread runs a [`PluginHost`] over the
+//! entries it applies and folds the host's step digests into its state hash. The owner center
+//! hands its effects to the adapter thread through a bounded queue (`try_send`: what does not
+//! fit waits in the center's own effect outbox, so a slow adapter never stalls the journal);
+//! the adapter executes them and submits their results through the normal submit path, as
+//! plugin commands with `bmi`s derived from the effect ids. A center executes nothing while it
+//! replays the journal at start; once caught up, an owner re-executes everything its plugins
+//! hold pending. The host's state is part of the center's checkpoint.
+//!
 //! **Ack retention**: a center keeps its acks for seqs at or above the lowest *durable*
 //! `seq_unfinal_first` of all finalizers; any finalizer restored from any checkpoint therefore
 //! finds every ack it lacks either in those retained acks or in the replay.
@@ -36,11 +45,13 @@ use rtgs_core::finalizer::{AckResult, Finality, Finalizer, SeqStatus};
 use rtgs_core::gap_buffer::{gap_buffer, GapConsumer, GapProducer, Insert};
 use rtgs_core::ledger::{Applied, Ledger};
 use rtgs_core::limits::{DEDUPE_WINDOW_ENTRIES, SEQUENCER_BATCH_ENTRIES_MAX};
+use rtgs_core::plugin::{Effect, EffectAdapter, HostedPlugin};
+use rtgs_core::plugin_host::PluginHost;
 use rtgs_core::sequencer::{Admission, Sequencer};
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -63,6 +74,17 @@ impl ClusterConfig {
         }
     }
 }
+
+/// Plugins to run in every center, and the adapter that executes the owner's effects.
+pub struct PluginSetup {
+    /// Builds one center's plugins (called once per center; every center must get the same set).
+    pub make: Box<dyn Fn() -> Vec<Box<dyn HostedPlugin>> + Send + Sync>,
+    /// The outside world of the plugins, run on its own thread.
+    pub adapter: Box<dyn EffectAdapter>,
+}
+
+/// Named figures (plugin counters, adapter counters).
+pub type Figures = Vec<(&'static str, u64)>;
 
 /// The cluster's clock: wall-clock microseconds that never run backwards (monotonic from start).
 pub struct Clock {
@@ -154,6 +176,9 @@ pub struct CenterReport {
     pub checkpoints_written: u64,
     /// Seq the center resumed from at start (its durable watermark).
     pub seq_resumed_from: Seq,
+    /// Full hash of the plugin host's state (0 without plugins).
+    pub plugin_state_hash: u64,
+    pub plugin_figures: Figures,
 }
 
 #[derive(Clone, Debug)]
@@ -176,12 +201,28 @@ pub enum StartError {
     Centers,
     #[error("cannot start thread: {0}")]
     Thread(std::io::Error),
+    #[error("center {center}: {reason}")]
+    Plugins { center: CenterId, reason: String },
 }
 
 struct Shared {
     /// Per finalizer: `seq_unfinal_first` as of its latest durable checkpoint.
     durable_unfinal_first: Vec<AtomicU64>,
     diverged: AtomicBool,
+    /// Per center: its plugins' figures as of its last plugin entry (published at most every
+    /// `FIGURES_INTERVAL`, never per transfer).
+    plugin_figures: Vec<Mutex<Figures>>,
+    adapter_figures: Mutex<Figures>,
+    adapter_stop: AtomicBool,
+}
+
+/// How often a center (and the adapter) republishes figures while plugin entries flow.
+const FIGURES_INTERVAL: Duration = Duration::from_millis(10);
+
+fn publish(slot: &Mutex<Figures>, figures: Figures) {
+    if let Ok(mut f) = slot.lock() {
+        *f = figures;
+    }
 }
 
 impl Shared {
@@ -251,12 +292,23 @@ pub struct Cluster {
     writer: Option<JoinHandle<Result<Seq, String>>>,
     centers: Vec<JoinHandle<Result<CenterReport, String>>>,
     checkpointer: Option<JoinHandle<Result<(), String>>>,
+    adapter: Option<JoinHandle<Result<(), String>>>,
+    shared: Arc<Shared>,
     recovery: Recovery,
 }
 
 impl Cluster {
     /// Starts (or restarts from `data_dir`) the cluster.
     pub fn start(config: &ClusterConfig) -> Result<Cluster, StartError> {
+        Self::start_with(config, None)
+    }
+
+    /// Starts the cluster with plugins in every center and their adapter.
+    pub fn start_with_plugins(config: &ClusterConfig, plugins: PluginSetup) -> Result<Cluster, StartError> {
+        Self::start_with(config, Some(plugins))
+    }
+
+    fn start_with(config: &ClusterConfig, plugins: Option<PluginSetup>) -> Result<Cluster, StartError> {
         if config.centers == 0 || config.centers > rtgs_core::limits::CENTER_COUNT_MAX {
             return Err(StartError::Centers);
         }
@@ -295,7 +347,15 @@ impl Cluster {
                 .map(|c| AtomicU64::new(c.as_ref().map_or(1, |c| c.finalizer.seq_unfinal_first())))
                 .collect(),
             diverged: AtomicBool::new(false),
+            plugin_figures: (0..config.centers).map(|_| Mutex::new(Vec::new())).collect(),
+            adapter_figures: Mutex::new(Vec::new()),
+            adapter_stop: AtomicBool::new(false),
         });
+        let (make, adapter) = match plugins {
+            Some(p) => (Some(p.make), Some(p.adapter)),
+            None => (None, None),
+        };
+        let (effects_tx, effects_rx) = bounded::<(CenterId, Vec<Effect>)>(EFFECT_QUEUE_BATCHES);
 
         let (submit_tx, submit_rx) = bounded(SUBMIT_QUEUE_SUBMISSIONS);
         let (write_tx, write_rx) = bounded(WRITE_QUEUE_BATCHES);
@@ -323,6 +383,18 @@ impl Cluster {
                 .spawn(move || run_checkpointer(ckpt_rx, shared))
                 .map_err(StartError::Thread)?
         };
+        let submitter = Submitter { tx: submit_tx, clock: Arc::clone(&clock) };
+        let adapter_thread = match adapter {
+            Some(adapter) => {
+                let (submitter, shared) = (submitter.clone(), Arc::clone(&shared));
+                Some(
+                    spawn("adapter".into())
+                        .spawn(move || run_adapter(adapter, effects_rx, submitter, shared))
+                        .map_err(StartError::Thread)?,
+                )
+            }
+            None => None,
+        };
         let mut centers = Vec::new();
         for (index, (journal_rx, (ack_rx, ckpt))) in
             journal_rxs.into_iter().zip(ack_rxs.into_iter().zip(restored)).enumerate()
@@ -330,7 +402,10 @@ impl Cluster {
             let id = CenterId::from_index(index);
             let peers =
                 ack_txs.iter().enumerate().filter(|(i, _)| *i != index).map(|(_, t)| t.clone()).collect();
+            let host = make_host(id, make.as_deref(), ckpt.as_ref())?;
             let center = CenterThread::new(CenterSetup {
+                host,
+                effects_tx: adapter_thread.as_ref().map(|_| effects_tx.clone()),
                 id,
                 centers: config.centers,
                 checkpoint: ckpt,
@@ -351,9 +426,11 @@ impl Cluster {
             centers
                 .push(spawn(format!("center-{id}")).spawn(move || center.run()).map_err(StartError::Thread)?);
         }
-        drop((ack_txs, events_tx, ckpt_tx));
+        drop((ack_txs, events_tx, ckpt_tx, effects_tx));
         Ok(Cluster {
-            submitter: Some(Submitter { tx: submit_tx, clock }),
+            submitter: Some(submitter),
+            adapter: adapter_thread,
+            shared,
             events: events_rx,
             sequencer: Some(seq_thread),
             writer: Some(writer_thread),
@@ -386,10 +463,25 @@ impl Cluster {
         &self.recovery
     }
 
+    /// A center's plugin figures as last published (empty without plugins).
+    pub fn plugin_figures(&self, center: CenterId) -> Figures {
+        let slot = self.shared.plugin_figures.get(center.index());
+        slot.and_then(|m| m.lock().ok().map(|f| f.clone())).unwrap_or_default()
+    }
+
+    /// The adapter's figures as last published.
+    pub fn adapter_figures(&self) -> Figures {
+        self.shared.adapter_figures.lock().map(|f| f.clone()).unwrap_or_default()
+    }
+
     /// Stops accepting work, lets every center apply and finalize what was journaled, writes
     /// final checkpoints and reports. Events still queued are discarded. Every other
     /// [`Submitter`] clone must be dropped first, or this waits for them.
     pub fn shutdown(mut self) -> ClusterReport {
+        // The adapter holds a submitter: stop it first. What it had not submitted stays pending
+        // in the plugins and is executed again after a restart.
+        self.shared.adapter_stop.store(true, Ordering::Release);
+        let adapter_result = self.adapter.take().map(|h| h.join());
         self.submitter = None;
         while self.events.recv().is_ok() {}
         let mut errors = Vec::new();
@@ -399,6 +491,9 @@ impl Cluster {
                 Ok(Err(e)) => errors.push(format!("{name}: {e}")),
                 Err(_) => errors.push(format!("{name}: thread panicked")),
             }
+        }
+        if let Some(r) = adapter_result {
+            join(&mut errors, "adapter", r);
         }
         if let Some(h) = self.sequencer.take() {
             join(&mut errors, "sequencer", h.join());
@@ -568,6 +663,7 @@ struct CheckpointJob {
     state: Vec<u8>,
     ack_log: Vec<Arc<AckBatch>>,
     awaiting: Vec<Awaiting>,
+    plugins: Option<Vec<u8>>,
     seq_unfinal_first: Seq,
 }
 
@@ -575,14 +671,99 @@ struct CheckpointJob {
 fn run_checkpointer(rx: Receiver<CheckpointJob>, shared: Arc<Shared>) -> Result<(), String> {
     while let Ok(job) = rx.recv() {
         let bytes =
-            checkpoint::encode(&job.state, job.ack_log.iter().flat_map(|b| b.items.iter()), &job.awaiting);
+            checkpoint::encode(
+                &job.state,
+                job.ack_log.iter().flat_map(|b| b.items.iter()),
+                &job.awaiting,
+                job.plugins.as_deref(),
+            );
         checkpoint::write(&job.path, &bytes).map_err(|e| e.to_string())?;
         shared.durable_unfinal_first[job.center_index].fetch_max(job.seq_unfinal_first, Ordering::AcqRel);
     }
     Ok(())
 }
 
+/// A center's plugin host, restored from its checkpoint; the checkpoint and the configuration
+/// must agree on whether there are plugins (their step digests are in the state hash).
+fn make_host(
+    id: CenterId,
+    make: Option<&(dyn Fn() -> Vec<Box<dyn HostedPlugin>> + Send + Sync)>,
+    ckpt: Option<&checkpoint::CenterCheckpoint>,
+) -> Result<PluginHost, StartError> {
+    let err = |reason: String| StartError::Plugins { center: id, reason };
+    let mut host = match make {
+        Some(make) => PluginHost::new(id, make()).map_err(|e| err(e.to_string()))?,
+        None => PluginHost::empty(id),
+    };
+    match ckpt {
+        None => {}
+        Some(c) => match (&c.plugins, host.is_empty()) {
+            (Some(bytes), false) => {
+                host.restore(bytes).map_err(|e| err(e.to_string()))?;
+            }
+            (None, true) => {}
+            (None, false) if c.ledger.seq_applied() == 0 => {}
+            (None, false) => {
+                return Err(err("plugins are enabled but its checkpoint has no plugin state".into()))
+            }
+            (Some(_), true) => {
+                return Err(err("its checkpoint has plugin state but plugins are not enabled".into()))
+            }
+        },
+    }
+    Ok(host)
+}
+
+/// The adapter thread: executes the owner's effects, submits their results as commands whose
+/// origin is the center that sent the effects.
+fn run_adapter(
+    mut adapter: Box<dyn EffectAdapter>,
+    rx: Receiver<(CenterId, Vec<Effect>)>,
+    submitter: Submitter,
+    shared: Arc<Shared>,
+) -> Result<(), String> {
+    let mut origin = rtgs_core::plugin_host::OWNER_INITIAL;
+    let mut results = Vec::new();
+    let mut published = Instant::now();
+    while !shared.adapter_stop.load(Ordering::Acquire) {
+        match rx.recv_timeout(ADAPTER_POLL_INTERVAL) {
+            Ok((from, effects)) => {
+                origin = from;
+                let now = submitter.clock().now_us();
+                for e in &effects {
+                    adapter.execute(e, now);
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+        results.clear();
+        adapter.poll(submitter.clock().now_us(), &mut results);
+        let mut commands: Vec<Command> = results
+            .drain(..)
+            .map(|(bmi, c)| Command { origin, bmi, payload: rtgs_core::entry::Payload::Plugin(c) })
+            .collect();
+        while !commands.is_empty() {
+            let rest = commands.split_off(commands.len().min(SUBMISSION_COMMANDS_MAX));
+            submitter.submit(commands).map_err(|e| e.to_string())?;
+            commands = rest;
+        }
+        if published.elapsed() >= FIGURES_INTERVAL {
+            published = Instant::now();
+            let mut figures = Vec::new();
+            adapter.figures(&mut figures);
+            publish(&shared.adapter_figures, figures);
+        }
+    }
+    let mut figures = Vec::new();
+    adapter.figures(&mut figures);
+    publish(&shared.adapter_figures, figures);
+    Ok(())
+}
+
 struct CenterSetup {
+    host: PluginHost,
+    effects_tx: Option<Sender<(CenterId, Vec<Effect>)>>,
     id: CenterId,
     centers: usize,
     checkpoint: Option<checkpoint::CenterCheckpoint>,
@@ -608,6 +789,11 @@ struct CenterLinks {
 struct CenterThread {
     id: CenterId,
     ledger: Ledger,
+    host: PluginHost,
+    effects_tx: Option<Sender<(CenterId, Vec<Effect>)>>,
+    /// Effects for the adapter that did not fit its queue yet.
+    effect_outbox: VecDeque<Vec<Effect>>,
+    figures_published: Option<Instant>,
     finalizer: Finalizer,
     gap_in: GapProducer<(Entry, u64)>,
     gap_out: GapConsumer<(Entry, u64)>,
@@ -649,7 +835,15 @@ impl CenterThread {
         } else {
             None
         };
+        let mut host = s.host;
+        if replay.is_none() {
+            host.set_live();
+        }
         let mut center = CenterThread {
+            host,
+            effects_tx: s.effects_tx,
+            effect_outbox: VecDeque::new(),
+            figures_published: None,
             id: s.id,
             seq_resumed_from: ledger.seq_applied(),
             ledger,
@@ -673,6 +867,7 @@ impl CenterThread {
             links: s.links,
         };
         center.resend_ack_log();
+        center.collect_effects();
         Ok(center)
     }
 
@@ -694,6 +889,7 @@ impl CenterThread {
         let mut journal_open = true;
         let mut acks_open = true;
         loop {
+            self.flush_effects();
             self.retry_deferred();
             loop {
                 match ack_rx.try_recv() {
@@ -745,11 +941,16 @@ impl CenterThread {
             }
         }
         self.checkpoint(true)?;
+        self.publish_figures(true);
         Ok(self.report())
     }
 
     fn report(&self) -> CenterReport {
+        let mut plugin_figures = Vec::new();
+        self.host.figures(&mut plugin_figures);
         CenterReport {
+            plugin_state_hash: if self.host.is_empty() { 0 } else { self.host.state_hash() },
+            plugin_figures,
             id: self.id,
             seq_applied: self.ledger.seq_applied(),
             state_hash: self.ledger.state_hash(),
@@ -791,6 +992,9 @@ impl CenterThread {
         self.drain_and_apply();
         if !more || self.ledger.seq_applied() >= self.replay_until {
             self.replay = None;
+            // Caught up: from now on the owner executes, starting with everything pending.
+            self.host.set_live();
+            self.collect_effects();
         }
         Ok(())
     }
@@ -854,9 +1058,14 @@ impl CenterThread {
     fn drain_and_apply(&mut self) -> usize {
         let me = self.id;
         let mut acks = Vec::new();
-        let (ledger, awaiting) = (&mut self.ledger, &mut self.awaiting);
+        let (ledger, awaiting, host) = (&mut self.ledger, &mut self.awaiting, &mut self.host);
+        let mut plugin_entries = 0usize;
         let n = self.gap_out.drain(usize::MAX, 0, |_, (entry, submitted_at_us)| {
-            let applied = ledger.apply(&entry);
+            let mut applied = ledger.apply(&entry);
+            if let Some(digest) = host.apply(&entry) {
+                applied.state_hash = ledger.fold(digest);
+                plugin_entries += 1;
+            }
             if entry.origin == me && !entry.bmi.is_none() {
                 awaiting.push_back(Awaiting {
                     seq: applied.seq,
@@ -870,6 +1079,10 @@ impl CenterThread {
         if n == 0 {
             return 0;
         }
+        if plugin_entries > 0 {
+            self.collect_effects();
+            self.publish_figures(false);
+        }
         let batch = Arc::new(AckBatch { center: me, items: acks });
         self.ack_log.push_back(Arc::clone(&batch));
         for p in 0..self.links.peers.len() {
@@ -882,6 +1095,50 @@ impl CenterThread {
             eprintln!("center {me}: checkpoint failed: {e}");
         }
         n
+    }
+
+    /// Moves the host's effects (the owner's only) to the effect outbox and tries to hand them
+    /// over.
+    fn collect_effects(&mut self) {
+        if !self.host.has_effects() {
+            return;
+        }
+        let mut effects = Vec::new();
+        self.host.take_effects(&mut effects);
+        if self.effects_tx.is_some() {
+            self.effect_outbox.push_back(effects);
+        }
+        self.flush_effects();
+    }
+
+    fn flush_effects(&mut self) {
+        let Some(tx) = &self.effects_tx else { return };
+        while let Some(effects) = self.effect_outbox.pop_front() {
+            match tx.try_send((self.id, effects)) {
+                Ok(()) => {}
+                // The adapter stopped (shutdown): the effects stay pending in the plugins.
+                Err(TrySendError::Disconnected(_)) => self.effect_outbox.clear(),
+                Err(TrySendError::Full((_, effects))) => {
+                    self.effect_outbox.push_front(effects);
+                    break;
+                }
+            }
+        }
+    }
+
+    fn publish_figures(&mut self, now: bool) {
+        if self.host.is_empty() {
+            return;
+        }
+        if !now && self.figures_published.is_some_and(|t| t.elapsed() < FIGURES_INTERVAL) {
+            return;
+        }
+        self.figures_published = Some(Instant::now());
+        let mut figures = Vec::new();
+        self.host.figures(&mut figures);
+        if let Some(slot) = self.links.shared.plugin_figures.get(self.id.index()) {
+            publish(slot, figures);
+        }
     }
 
     fn count_acks(&mut self, center: CenterId, items: &[Applied]) {
@@ -964,6 +1221,11 @@ impl CenterThread {
             state: checkpoint::encode_state(&self.ledger, &self.finalizer),
             ack_log: self.ack_log.iter().cloned().collect(),
             awaiting: self.awaiting.iter().copied().collect(),
+            plugins: (!self.host.is_empty()).then(|| {
+                let mut buf = Vec::new();
+                self.host.encode(&mut buf);
+                buf
+            }),
             seq_unfinal_first: self.finalizer.seq_unfinal_first(),
         };
         if now {
@@ -1005,6 +1267,8 @@ mod tests {
         let (events_tx, _events_rx) = bounded(16);
         let (checkpoint_tx, _checkpoint_rx) = bounded(4);
         let mut center = CenterThread::new(CenterSetup {
+            host: PluginHost::empty(CenterId(1)),
+            effects_tx: None,
             id: CenterId(1),
             centers: 1,
             checkpoint: None,
@@ -1021,6 +1285,9 @@ mod tests {
                 shared: Arc::new(Shared {
                     durable_unfinal_first: vec![AtomicU64::new(1)],
                     diverged: AtomicBool::new(false),
+                    plugin_figures: vec![Mutex::new(Vec::new())],
+                    adapter_figures: Mutex::new(Vec::new()),
+                    adapter_stop: AtomicBool::new(false),
                 }),
                 clock: Arc::new(Clock::new()),
             },

@@ -14,6 +14,10 @@ pub const JOURNAL_QUEUE_BATCHES: usize = 4;
 pub const ACK_QUEUE_BATCHES: usize = 8;
 /// Notice batches waiting for the client (the demo's reporter).
 pub const EVENT_QUEUE_BATCHES: usize = 1_024;
+/// Effect batches waiting for the plugins' adapter (the owner keeps the rest in its outbox).
+pub const EFFECT_QUEUE_BATCHES: usize = 64;
+/// How long the adapter waits for effects before it polls its outside world again.
+pub const ADAPTER_POLL_INTERVAL: std::time::Duration = std::time::Duration::from_millis(1);
 /// A journal segment file is closed and a new one started past this size.
 pub const SEGMENT_BYTES_MAX: u64 = 256 << 20;
 /// Body bytes of one journal frame (a sequencer batch is split into frames at this size).
