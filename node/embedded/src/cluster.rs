@@ -217,7 +217,7 @@ struct Shared {
 }
 
 /// How often a center (and the adapter) republishes figures while plugin entries flow.
-const FIGURES_INTERVAL: Duration = Duration::from_millis(10);
+const FIGURES_INTERVAL: Duration = Duration::from_millis(100);
 
 fn publish(slot: &Mutex<Figures>, figures: Figures) {
     if let Ok(mut f) = slot.lock() {

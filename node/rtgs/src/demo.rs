@@ -6,13 +6,22 @@
 //! Latency is submit → final as announced by the origin center; with `--rate` it is measured
 //! from each transfer's *intended* send time, so a stalled pipeline cannot hide its queueing
 //! (no coordinated omission).
+//!
+//! With `--collection`, every center also runs the collection plugin and the owner's effects go
+//! to the chain simulator (on the adapter thread, its clock `--chain-time-scale` times faster
+//! than the journal's). Before the transfers, a sweep cycle runs: `--collection-wallets`
+//! deposits confirm on chain and are journaled, then one `RunNow` reads every balance and
+//! sweeps every wallet through `--collection-relayers` relayers; the cycle time is from that
+//! command to the last deposit COLLECTED in DC1's plugin state.
 
 use anyhow::{bail, Context};
 use clap::Args;
 use hdrhistogram::Histogram;
 use rtgs_core::entry::{AccountId, Bmi, CenterId, Command, Currency, Outcome, Payload, Transfer};
 use rtgs_core::prng::Prng;
-use rtgs_embedded::cluster::{ClientEvent, Cluster, ClusterConfig, ClusterReport, Submitter};
+use rtgs_embedded::cluster::{
+    ClientEvent, Cluster, ClusterConfig, ClusterReport, Figures, PluginSetup, Submitter,
+};
 use rtgs_embedded::limits::SUBMISSION_COMMANDS_MAX;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -47,6 +56,19 @@ pub struct DemoArgs {
     /// Centers in the embedded cluster.
     #[arg(long, default_value_t = 3)]
     pub centers: usize,
+    /// Run the collection plugin against the chain simulator, with a sweep cycle before the
+    /// transfers.
+    #[arg(long)]
+    pub collection: bool,
+    /// Deposit wallets of the sweep cycle (one deposit each).
+    #[arg(long, default_value_t = 100_000)]
+    pub collection_wallets: u64,
+    /// Relayer accounts sweeping in parallel (one nonce in flight each).
+    #[arg(long, default_value_t = 1_000)]
+    pub collection_relayers: u64,
+    /// How much faster the simulated chain's clock runs than the journal's (12 s blocks).
+    #[arg(long, default_value_t = 1_000)]
+    pub chain_time_scale: u64,
 }
 
 const CURRENCY: &[u8; 3] = b"EUR";
@@ -76,6 +98,29 @@ struct CenterJson {
     checkpoints_written: u64,
 }
 
+#[derive(Serialize, Default)]
+struct CollectionJson {
+    wallets: u64,
+    relayers: u64,
+    deposits: u64,
+    rows_collected: u64,
+    rows_queued: u64,
+    batches: u64,
+    batches_confirmed: u64,
+    batches_failed: u64,
+    swept_minor: u64,
+    /// From the start to every deposit QUEUED (confirmed on chain, journaled).
+    deposits_queued_s: f64,
+    /// From `RunNow` to every deposit COLLECTED (reads, broadcasts, confirmations, webhooks).
+    sweep_cycle_s: f64,
+    effects_executed: u64,
+    chain_broadcasts: u64,
+    chain_already_known: u64,
+    owner_center: u64,
+    /// Every center holds the same plugin state (full hash).
+    plugin_state_consistent: bool,
+}
+
 #[derive(Serialize)]
 struct Report {
     submitted: u64,
@@ -100,6 +145,8 @@ struct Report {
     errors: Vec<String>,
     peak_rss_mib: f64,
     data_dir: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    collection: Option<CollectionJson>,
 }
 
 pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
@@ -119,8 +166,19 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let mut config = ClusterConfig::new(&data_dir);
     config.centers = args.centers;
     config.checkpoint_interval_entries = args.checkpoint_interval.max(1);
-    let cluster =
-        Cluster::start(&config).with_context(|| format!("starting the cluster in {}", data_dir.display()))?;
+    let workload = rtgs_collection::adapter::Workload::new(args.collection_wallets, args.collection_relayers);
+    let cluster = if args.collection {
+        let chain = workload.chain(rtgs_collection::chain_sim::ChainConfig::default(), args.seed, CHAIN_START_US);
+        let adapter = rtgs_collection::adapter::NodeAdapter::new(chain, CHAIN_START_US, args.chain_time_scale);
+        let setup = PluginSetup {
+            make: Box::new(|| vec![Box::new(rtgs_collection::CollectionPlugin::new())]),
+            adapter: Box::new(adapter),
+        };
+        Cluster::start_with_plugins(&config, setup)
+    } else {
+        Cluster::start(&config)
+    }
+    .with_context(|| format!("starting the cluster in {}", data_dir.display()))?;
     let resumed_from = cluster.recovery().journal.seq_last;
     if !args.json {
         eprintln!(
@@ -131,19 +189,29 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
             cluster.recovery().epoch
         );
     }
+    let sweep = if args.collection {
+        Some(sweep_cycle(&args, &cluster, &workload).context("collection sweep cycle")?)
+    } else {
+        None
+    };
     let outcome = drive(&args, &cluster, resumed_from);
     let cluster_report = cluster.shutdown();
     if temporary {
         let _ = std::fs::remove_dir_all(&data_dir);
     }
     let run = outcome?;
-    let report = build_report(&args, run, cluster_report, resumed_from, &data_dir);
+    let mut report = build_report(&args, run, &cluster_report, resumed_from, &data_dir);
+    report.collection = sweep.map(|s| collection_json(&args, s, &cluster_report));
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print_human(&report);
     }
-    let ok = report.consistent
+    let collected_all = report.collection.as_ref().is_none_or(|c| {
+        c.rows_collected == c.wallets && c.plugin_state_consistent
+    });
+    let ok = collected_all
+        && report.consistent
         && report.conserved
         && report.errors.is_empty()
         && report.divergences == 0
@@ -332,7 +400,9 @@ fn collect(
                 }
             }
         } else if let Some(ClientEvent::Refused(r)) = &event {
-            run.refused += r.len() as u64;
+            // Refused plugin results (a duplicate after a failover) are not this run's.
+            let ours = r.iter().filter(|r| prefixes.iter().any(|p| r.bmi.as_bytes().starts_with(p.as_bytes())));
+            run.refused += ours.count() as u64;
         } else if let Some(ClientEvent::Divergence(msg)) = &event {
             run.divergences += 1;
             bail!("{msg}");
@@ -374,7 +444,7 @@ fn rss_peak_mib() -> f64 {
 fn build_report(
     args: &DemoArgs,
     run: Run,
-    cluster: ClusterReport,
+    cluster: &ClusterReport,
     resumed_from: u64,
     data_dir: &std::path::Path,
 ) -> Report {
@@ -429,9 +499,107 @@ fn build_report(
         consistent,
         conserved,
         divergences: run.divergences + cluster.centers.iter().map(|c| c.divergences_total).sum::<u64>(),
-        errors: cluster.errors,
+        errors: cluster.errors.clone(),
         peak_rss_mib: (rss_peak_mib() * 10.0).round() / 10.0,
         data_dir: data_dir.display().to_string(),
+        collection: None,
+    }
+}
+
+/// Where the simulated chain's clock starts (µs).
+const CHAIN_START_US: u64 = 1_000_000;
+
+struct Sweep {
+    deposits_queued: Duration,
+    cycle: Duration,
+    adapter: Figures,
+}
+
+fn figure(f: &Figures, name: &str) -> u64 {
+    f.iter().find(|(n, _)| *n == name).map_or(0, |(_, v)| *v)
+}
+
+/// Waits until DC1's published plugin figures satisfy `done`, draining client events meanwhile
+/// (plugin results are announced like any entry); bails after 60 s without getting there.
+fn wait_figures(cluster: &Cluster, what: &str, done: impl Fn(&Figures) -> bool) -> anyhow::Result<()> {
+    let start = Instant::now();
+    loop {
+        if done(&cluster.plugin_figures(CenterId(1))) {
+            return Ok(());
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            bail!("{what}: not done after 60 s ({:?})", cluster.plugin_figures(CenterId(1)));
+        }
+        match cluster.events().recv_timeout(Duration::from_millis(5)) {
+            Ok(ClientEvent::Divergence(msg)) => bail!("{msg}"),
+            Ok(_) | Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => bail!("the cluster stopped"),
+        }
+    }
+}
+
+fn submit_plugin(
+    cluster: &Cluster,
+    commands: Vec<(Bmi, rtgs_core::entry::PluginCommand)>,
+) -> anyhow::Result<()> {
+    let mut it = commands.into_iter().peekable();
+    while it.peek().is_some() {
+        let chunk = it
+            .by_ref()
+            .take(SUBMISSION_COMMANDS_MAX)
+            .map(|(bmi, c)| Command { origin: CenterId(1), bmi, payload: Payload::Plugin(c) })
+            .collect();
+        cluster.submitter().submit(chunk)?;
+    }
+    Ok(())
+}
+
+/// Registers the relayers, waits for every deposit to be queued, runs the schedule once and
+/// waits for every deposit to be collected.
+fn sweep_cycle(
+    args: &DemoArgs,
+    cluster: &Cluster,
+    w: &rtgs_collection::adapter::Workload,
+) -> anyhow::Result<Sweep> {
+    let start = Instant::now();
+    submit_plugin(cluster, w.setup_commands(rtgs_collection::types::ChainId(1)))?;
+    let wallets = args.collection_wallets;
+    wait_figures(cluster, "deposits queued", |f| figure(f, "collection_rows_queued") >= wallets)?;
+    let deposits_queued = start.elapsed();
+    if !args.json {
+        eprintln!("collection: {wallets} deposits queued in {:.3} s; sweeping", deposits_queued.as_secs_f64());
+    }
+    let cycle_start = Instant::now();
+    submit_plugin(cluster, w.run_now(cluster.recovery().journal.seq_last + 1).into_iter().collect())?;
+    wait_figures(cluster, "every deposit collected", |f| figure(f, "collection_rows_collected") >= wallets)?;
+    let cycle = cycle_start.elapsed();
+    if !args.json {
+        eprintln!("collection: sweep cycle over {wallets} wallets in {:.3} s", cycle.as_secs_f64());
+    }
+    Ok(Sweep { deposits_queued, cycle, adapter: cluster.adapter_figures() })
+}
+
+fn collection_json(args: &DemoArgs, s: Sweep, cluster: &ClusterReport) -> CollectionJson {
+    let f = cluster.centers.first().map(|c| c.plugin_figures.clone()).unwrap_or_default();
+    let first_hash = cluster.centers.first().map(|c| c.plugin_state_hash);
+    let round = |d: Duration| (d.as_secs_f64() * 1000.0).round() / 1000.0;
+    CollectionJson {
+        wallets: args.collection_wallets,
+        relayers: args.collection_relayers,
+        deposits: figure(&f, "collection_deposits"),
+        rows_collected: figure(&f, "collection_rows_collected"),
+        rows_queued: figure(&f, "collection_rows_queued"),
+        batches: figure(&f, "collection_batches"),
+        batches_confirmed: figure(&f, "collection_batches_confirmed"),
+        batches_failed: figure(&f, "collection_batches_failed"),
+        swept_minor: figure(&f, "collection_swept_minor"),
+        deposits_queued_s: round(s.deposits_queued),
+        sweep_cycle_s: round(s.cycle),
+        effects_executed: figure(&s.adapter, "adapter_effects_executed"),
+        chain_broadcasts: figure(&s.adapter, "chain_broadcasts"),
+        chain_already_known: figure(&s.adapter, "chain_already_known"),
+        owner_center: figure(&f, "owner_center"),
+        plugin_state_consistent: cluster.centers.iter().all(|c| Some(c.plugin_state_hash) == first_hash),
     }
 }
 
@@ -457,6 +625,25 @@ fn print_human(r: &Report) {
     println!("  consistent         {}", r.consistent);
     println!("  conserved          {}", r.conserved);
     println!("  peak RSS           {:.1} MiB", r.peak_rss_mib);
+    if let Some(c) = &r.collection {
+        println!("  collection (chain simulator, {} wallets, {} relayers):", c.wallets, c.relayers);
+        println!("    deposits queued    {:>12}  in {:.3} s", c.deposits, c.deposits_queued_s);
+        println!("    sweep cycle        {:>12.3} s  (RunNow → every deposit COLLECTED)", c.sweep_cycle_s);
+        println!(
+            "    rows collected     {:>12}  queued {}",
+            c.rows_collected, c.rows_queued
+        );
+        println!(
+            "    batches confirmed  {:>12}  of {} (failed {})",
+            c.batches_confirmed, c.batches, c.batches_failed
+        );
+        println!("    swept (minor)      {:>12}", c.swept_minor);
+        println!(
+            "    effects executed   {:>12}  broadcasts {}  already known {}  owner DC{}",
+            c.effects_executed, c.chain_broadcasts, c.chain_already_known, c.owner_center
+        );
+        println!("    plugin state consistent {}", c.plugin_state_consistent);
+    }
     for e in &r.errors {
         println!("  error: {e}");
     }

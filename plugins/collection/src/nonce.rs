@@ -30,6 +30,9 @@ impl CollectionPlugin {
     pub(crate) fn unlock_nonce(&mut self, id: BatchId, fate: NonceFate) {
         let Some(rid) = self.st.batches.get(&id).and_then(|b| b.relayer) else { return };
         let Some(r) = self.st.relayers.get_mut(&rid) else { return };
+        if r.lock.is_some() {
+            self.no_free_relayer.clear();
+        }
         match (r.lock, fate) {
             (Some(lock), NonceFate::Used) if lock.batch == id => {
                 r.next_nonce = r.next_nonce.max(lock.nonce.saturating_add(1));
@@ -74,12 +77,18 @@ impl CollectionPlugin {
             self.fail_unservable(chain);
             return;
         }
+        if self.no_free_relayer.contains(&chain) {
+            return;
+        }
         loop {
             let Some(&(c, id)) = self.ix.waiting.range((chain, BatchId(0))..).next() else { return };
             if c != chain || !out.has_room(1) {
                 return;
             }
-            let Some(rid) = self.free_relayer(chain) else { return };
+            let Some(rid) = self.free_relayer(chain) else {
+                self.no_free_relayer.insert(chain);
+                return;
+            };
             self.ix.waiting.remove(&(c, id));
             self.acquire(rid, id);
             let gas = self.st.batches.get(&id).map_or(0, |b| b.gas_price_wei);

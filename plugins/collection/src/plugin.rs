@@ -23,6 +23,11 @@ use crate::types::*;
 pub struct CollectionPlugin {
     pub(crate) st: State,
     pub(crate) ix: Index,
+    /// Chains on which the last dispatch found no available relayer, and nothing has freed one
+    /// since: dispatch skips them instead of scanning every relayer again for every entry. A
+    /// hint, not state: emptied by anything that frees a relayer, empty after a decode, and it
+    /// only skips scans that would find nothing — effects are the same with or without it.
+    pub(crate) no_free_relayer: std::collections::BTreeSet<ChainId>,
 }
 
 impl Default for CollectionPlugin {
@@ -58,7 +63,7 @@ impl CollectionPlugin {
     /// A plugin with other global settings (their ranges are the caller's to respect).
     pub fn with_settings(settings: Settings) -> Self {
         let st = State { settings, ..State::default() };
-        CollectionPlugin { st, ix: Index::default() }
+        CollectionPlugin { st, ix: Index::default(), no_free_relayer: Default::default() }
     }
 
     // ----- routing -----
@@ -212,6 +217,7 @@ impl CollectionPlugin {
             return Err(RejectKind::RelayerExists);
         }
         let relayer = Relayer { id: c.relayer, chain: c.chain, next_nonce: c.next_nonce, lock: None };
+        self.no_free_relayer.clear();
         self.st.relayers.insert(c.relayer, relayer);
         self.ix.chain_relayers.entry(c.chain).or_default().insert(c.relayer);
         Ok(())
@@ -462,6 +468,6 @@ impl Plugin for CollectionPlugin {
 
     fn decode(buf: &[u8]) -> Result<Self, PluginDecodeError> {
         let (st, ix) = checkpoint::read_state(buf).map_err(|_| PluginDecodeError)?;
-        Ok(CollectionPlugin { st, ix })
+        Ok(CollectionPlugin { st, ix, no_free_relayer: Default::default() })
     }
 }
