@@ -30,9 +30,7 @@ impl CollectionPlugin {
     pub(crate) fn unlock_nonce(&mut self, id: BatchId, fate: NonceFate) {
         let Some(rid) = self.st.batches.get(&id).and_then(|b| b.relayer) else { return };
         let Some(r) = self.st.relayers.get_mut(&rid) else { return };
-        if r.lock.is_some() {
-            self.no_free_relayer.clear();
-        }
+        let chain = r.chain;
         match (r.lock, fate) {
             (Some(lock), NonceFate::Used) if lock.batch == id => {
                 r.next_nonce = r.next_nonce.max(lock.nonce.saturating_add(1));
@@ -47,12 +45,29 @@ impl CollectionPlugin {
             (None, NonceFate::UsedUpTo(n)) => r.next_nonce = r.next_nonce.max(n),
             _ => {}
         }
+        if r.lock.is_none() {
+            self.mark_maybe_free(chain, rid);
+        }
     }
 
-    /// The lowest-numbered relayer of the chain that may take a transaction now.
-    fn free_relayer(&self, chain: ChainId) -> Option<RelayerId> {
-        let ids = self.ix.chain_relayers.get(&chain)?;
-        ids.iter().copied().find(|id| self.relayer_available(*id))
+    /// The relayer may be available now (see `CollectionPlugin::maybe_free`).
+    pub(crate) fn mark_maybe_free(&mut self, chain: ChainId, id: RelayerId) {
+        self.maybe_free.entry(chain).or_default().insert(id);
+    }
+
+    /// The lowest-numbered relayer of the chain that may take a transaction now. Candidates
+    /// come from `maybe_free` (a superset of the available ones); busy ones found there are
+    /// dropped from it until something frees them.
+    fn free_relayer(&mut self, chain: ChainId) -> Option<RelayerId> {
+        loop {
+            let id = *self.maybe_free.get(&chain)?.first()?;
+            if self.relayer_available(id) {
+                return Some(id);
+            }
+            if let Some(set) = self.maybe_free.get_mut(&chain) {
+                set.remove(&id);
+            }
+        }
     }
 
     /// Hands free relayers to waiting batches, oldest batch first, chain by chain.
@@ -77,18 +92,12 @@ impl CollectionPlugin {
             self.fail_unservable(chain);
             return;
         }
-        if self.no_free_relayer.contains(&chain) {
-            return;
-        }
         loop {
             let Some(&(c, id)) = self.ix.waiting.range((chain, BatchId(0))..).next() else { return };
             if c != chain || !out.has_room(1) {
                 return;
             }
-            let Some(rid) = self.free_relayer(chain) else {
-                self.no_free_relayer.insert(chain);
-                return;
-            };
+            let Some(rid) = self.free_relayer(chain) else { return };
             self.ix.waiting.remove(&(c, id));
             self.acquire(rid, id);
             let gas = self.st.batches.get(&id).map_or(0, |b| b.gas_price_wei);

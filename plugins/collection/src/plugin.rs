@@ -5,6 +5,8 @@
 //! `sweep` (balance results, skip rules, batch lifecycle, race fix) and `nonce` (relayer nonces,
 //! dispatch of waiting batches).
 
+use std::collections::BTreeMap;
+
 use rtgs_core::entry::{Entry, Payload, PluginKind, Seq};
 use rtgs_core::plugin::{Effect, Plugin, PluginDecodeError};
 
@@ -23,11 +25,12 @@ use crate::types::*;
 pub struct CollectionPlugin {
     pub(crate) st: State,
     pub(crate) ix: Index,
-    /// Chains on which the last dispatch found no available relayer, and nothing has freed one
-    /// since: dispatch skips them instead of scanning every relayer again for every entry. A
-    /// hint, not state: emptied by anything that frees a relayer, empty after a decode, and it
-    /// only skips scans that would find nothing — effects are the same with or without it.
-    pub(crate) no_free_relayer: std::collections::BTreeSet<ChainId>,
+    /// Per chain, a superset of the relayers available now: every relayer that may have become
+    /// available (registered, lock released, pause lifted) is put in; dispatch scans it in id
+    /// order and drops the ones it finds busy. It finds the same relayer a scan of all of them
+    /// would (the lowest-numbered available one) without visiting every busy relayer for every
+    /// entry. A cache, not state: rebuilt from all relayers on decode, never hashed or stored.
+    pub(crate) maybe_free: BTreeMap<ChainId, std::collections::BTreeSet<RelayerId>>,
 }
 
 impl Default for CollectionPlugin {
@@ -63,7 +66,7 @@ impl CollectionPlugin {
     /// A plugin with other global settings (their ranges are the caller's to respect).
     pub fn with_settings(settings: Settings) -> Self {
         let st = State { settings, ..State::default() };
-        CollectionPlugin { st, ix: Index::default(), no_free_relayer: Default::default() }
+        CollectionPlugin { st, ix: Index::default(), maybe_free: BTreeMap::new() }
     }
 
     // ----- routing -----
@@ -217,7 +220,7 @@ impl CollectionPlugin {
             return Err(RejectKind::RelayerExists);
         }
         let relayer = Relayer { id: c.relayer, chain: c.chain, next_nonce: c.next_nonce, lock: None };
-        self.no_free_relayer.clear();
+        self.mark_maybe_free(c.chain, c.relayer);
         self.st.relayers.insert(c.relayer, relayer);
         self.ix.chain_relayers.entry(c.chain).or_default().insert(c.relayer);
         Ok(())
@@ -384,6 +387,12 @@ impl CollectionPlugin {
 
     /// Rebuilds the indexes from primary data and compares them with the live ones.
     pub fn check_invariants(&self) -> Result<(), String> {
+        for r in self.st.relayers.values() {
+            let cached = self.maybe_free.get(&r.chain).is_some_and(|s| s.contains(&r.id));
+            if self.relayer_available(r.id) && !cached {
+                return Err(format!("relayer {:?} is available but not in the dispatch cache", r.id));
+            }
+        }
         let rebuilt = Index::build(&self.st).map_err(str::to_string)?;
         if rebuilt != self.ix {
             return Err(format!(
@@ -468,6 +477,11 @@ impl Plugin for CollectionPlugin {
 
     fn decode(buf: &[u8]) -> Result<Self, PluginDecodeError> {
         let (st, ix) = checkpoint::read_state(buf).map_err(|_| PluginDecodeError)?;
-        Ok(CollectionPlugin { st, ix, no_free_relayer: Default::default() })
+        let mut p = CollectionPlugin { st, ix, maybe_free: BTreeMap::new() };
+        let all: Vec<(ChainId, RelayerId)> = p.st.relayers.values().map(|r| (r.chain, r.id)).collect();
+        for (chain, id) in all {
+            p.mark_maybe_free(chain, id);
+        }
+        Ok(p)
     }
 }

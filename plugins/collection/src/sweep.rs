@@ -456,8 +456,10 @@ impl CollectionPlugin {
 
     fn unpause(&mut self, relayer: Option<RelayerId>, id: BatchId) {
         let Some(r) = relayer else { return };
+        if let Some(chain) = self.st.relayers.get(&r).map(|x| x.chain) {
+            self.mark_maybe_free(chain, r);
+        }
         if let Some(set) = self.ix.relayer_paused.get_mut(&r) {
-            self.no_free_relayer.clear();
             set.remove(&id);
             if set.is_empty() {
                 self.ix.relayer_paused.remove(&r);
