@@ -22,6 +22,19 @@
 //! * `world` — the real [`Sequencer`] with its durable journal, the step loop, the faults and the
 //!   end-of-run checks.
 //!
+//! **Plugins** ([`run_with_plugins`]): every center also runs a [`PluginHost`] with the plugins
+//! a [`SimPlugins`] makes; its state is committed with the ledger and its step digests are folded
+//! into the state hash, so the per-seq agreement check covers plugin state too. The live owner's
+//! effects go to the `SimPlugins` world (a chain simulator for collection); results come back
+//! as plugin commands through the sequencer, resubmitted until journaled — except answers to
+//! effects executed by a center that has crashed since: those are lost with it. The world acts
+//! as the failure detector: when the owner is down, it submits a `SetOwner` for the next term
+//! naming the lowest center that is up. At the end every center's whole plugin state must be
+//! identical, and [`SimPlugins::check_end`] checks the outside world (for collection: every
+//! deposit swept exactly once, no sweep broadcast twice).
+//!
+//! [`PluginHost`]: crate::plugin_host::PluginHost
+//!
 //! The model: the sequencer stamps a batch and appends it to the durable journal (durable before
 //! publish); a later step publishes it to every center and records `published_through`. A center
 //! drains its gap buffer into its ledger, commits its checkpoint and only then sends its
@@ -47,7 +60,10 @@
 //! [`Finalizer`]: crate::finalizer::Finalizer
 //! [`Sequencer`]: crate::sequencer::Sequencer
 
+use crate::entry::PluginCommand;
 use crate::limits::CENTER_COUNT_MAX;
+use crate::plugin::{EffectAdapter, HostedPlugin};
+use crate::plugin_host::PluginHost;
 use std::fmt;
 
 mod center;
@@ -130,6 +146,29 @@ pub struct SimReport {
     pub duplicates_delivered: u64,
     /// The state hash every center ended with.
     pub state_hash: u64,
+    /// With plugins: the whole plugin state's hash every center ended with (0 without).
+    pub plugin_state_hash: u64,
+    /// `SetOwner` entries accepted (ownership moved after the owner crashed).
+    pub owner_changes: u64,
+    /// Effects executed by live owners (first executions and re-executions).
+    pub effects_executed: u64,
+    /// Answers lost because the center that executed their effect crashed.
+    pub plugin_results_lost: u64,
+}
+
+/// The plugins of a simulated cluster and their outside world (see the module docs).
+pub trait SimPlugins: EffectAdapter {
+    /// One center's plugins (the same set for every center).
+    fn make(&self) -> Vec<Box<dyn HostedPlugin>>;
+    /// The effect id a result command answers, if it answers one (its answer is lost when the
+    /// center that executed the effect crashes before journaling it).
+    fn answers(&self, command: &PluginCommand) -> Option<u64>;
+    /// The faults stopped: stop starting new work (the run must converge).
+    fn heal(&mut self) {}
+    /// Whether there is nothing more to do, seen from a converged center's host.
+    fn quiescent(&self, host: &PluginHost) -> bool;
+    /// End-of-run checks of the outside world against a converged center's host.
+    fn check_end(&self, host: &PluginHost) -> Result<(), String>;
 }
 
 /// The first invariant violation of a run.
@@ -155,6 +194,15 @@ impl std::error::Error for SimFailure {}
 /// Runs one simulation to the end: `Ok` if every check held after every step and the cluster
 /// converged once the faults stopped.
 pub fn run(config: &SimConfig) -> Result<SimReport, SimFailure> {
+    run_inner(config, None)
+}
+
+/// [`run`] with plugins in every center (see the module docs).
+pub fn run_with_plugins(config: &SimConfig, plugins: Box<dyn SimPlugins>) -> Result<SimReport, SimFailure> {
+    run_inner(config, Some(plugins))
+}
+
+fn run_inner(config: &SimConfig, plugins: Option<Box<dyn SimPlugins>>) -> Result<SimReport, SimFailure> {
     if !(1..=CENTER_COUNT_MAX).contains(&config.centers) {
         return Err(SimFailure {
             seed: config.seed,
@@ -170,7 +218,7 @@ pub fn run(config: &SimConfig) -> Result<SimReport, SimFailure> {
             message: format!("invalid config: {items} workload commands (at most {SIM_COMMANDS_MAX})"),
         });
     }
-    world::World::new(config)?.run()
+    world::World::new(config, plugins)?.run()
 }
 
 /// Most workload commands (two per account plus `commands`) one run may have: the whole run

@@ -33,6 +33,29 @@ pub struct SimArgs {
     /// 0 = reordering only, 1 light, 2 medium, 3 heavy faults.
     #[arg(long, default_value_t = 2)]
     pub fault_level: u8,
+    /// Run the collection plugin in every center against a simulated chain (owner failovers,
+    /// identical plugin state, no sweep broadcast twice).
+    #[arg(long)]
+    pub collection: bool,
+    /// Deposit wallets of the collection workload.
+    #[arg(long, default_value_t = 12)]
+    pub collection_wallets: u64,
+    /// Relayers of the collection workload.
+    #[arg(long, default_value_t = 3)]
+    pub collection_relayers: u64,
+}
+
+fn run_one(args: &SimArgs, config: &SimConfig) -> Result<sim::SimReport, sim::SimFailure> {
+    if args.collection {
+        let world = rtgs_collection::sim_world::CollectionSim::new(
+            config.seed,
+            args.collection_wallets,
+            args.collection_relayers,
+        );
+        sim::run_with_plugins(config, Box::new(world))
+    } else {
+        sim::run(config)
+    }
 }
 
 static CURRENT_SEED: AtomicU64 = AtomicU64::new(0);
@@ -51,6 +74,12 @@ fn replay_command(args: &SimArgs, seed: u64) -> String {
     }
     if args.fault_level != d.fault_level {
         cmd += &format!(" --fault-level {}", args.fault_level);
+    }
+    if args.collection {
+        cmd += &format!(
+            " --collection --collection-wallets {} --collection-relayers {}",
+            args.collection_wallets, args.collection_relayers
+        );
     }
     cmd
 }
@@ -77,7 +106,7 @@ pub fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
 
     if let Some(seed) = args.seed {
         CURRENT_SEED.store(seed, Ordering::Relaxed);
-        return Ok(match sim::run(&config(seed)) {
+        return Ok(match run_one(&args, &config(seed)) {
             Ok(r) => {
                 println!("{r:#?}");
                 ExitCode::SUCCESS
@@ -93,7 +122,7 @@ pub fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
     let (mut steps, mut crashes, mut finalized) = (0u64, 0u64, 0u64);
     for seed in args.from..args.from.saturating_add(args.seeds) {
         CURRENT_SEED.store(seed, Ordering::Relaxed);
-        match sim::run(&config(seed)) {
+        match run_one(&args, &config(seed)) {
             Ok(r) => {
                 steps += r.steps;
                 crashes += r.center_crashes + r.sequencer_crashes;

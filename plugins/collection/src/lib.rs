@@ -54,6 +54,7 @@ mod pending;
 pub mod plugin;
 mod schedule;
 pub mod settings;
+pub mod sim_world;
 pub mod state;
 mod sweep;
 pub mod types;

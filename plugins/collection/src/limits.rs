@@ -14,6 +14,9 @@ pub const EFFECTS_PER_ENTRY_MAX: usize = 60_000;
 /// Transaction hashes one batch may have sent for its nonce (the original and its replacements).
 pub const BATCH_TX_HASHES_MAX: usize = 8;
 
+/// Webhooks of unknown hashes kept until their broadcast's answer records the hash.
+pub const EARLY_WEBHOOKS_MAX: usize = 1_024;
+
 /// Rejected commands remembered by seq (the counters keep the totals).
 pub const RECENT_REJECTIONS_MAX: usize = 64;
 

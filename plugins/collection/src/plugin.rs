@@ -428,6 +428,8 @@ impl Plugin for CollectionPlugin {
             }
             _ => return,
         }
+        // A hash recorded now may have had its webhook journaled first.
+        self.apply_early_webhooks(&mut out);
         // Whatever freed a relayer or created a batch: hand out nonces now.
         self.dispatch_waiting(&mut out);
     }
@@ -450,6 +452,7 @@ impl Plugin for CollectionPlugin {
             st.batch_id_last,
             st.stale_check_next_us,
             st.rejections_recent.len() as u64,
+            st.webhooks_early.len() as u64,
             c.results_ignored,
             c.deposits_duplicate,
             c.webhooks_foreign,

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::command::{Receipt, RejectCode};
+use crate::command::{Receipt, RejectCode, TxWebhook};
 use crate::settings::{PartnerState, Settings};
 use crate::types::*;
 use crate::wire::{DecodeError, Reader, Wire, Writer};
@@ -330,5 +330,9 @@ wire_struct! {
         pub stale_cursor: Option<BatchId>,
         pub counters: Counters,
         pub rejections_recent: Vec<Rejection>,
+        /// Webhooks for hashes not (yet) known, oldest first: after a failover the answer to a
+        /// broadcast (lost with the old owner, re-executed by the new one) can reach the journal
+        /// after the transaction's webhook; the webhook is applied once the hash is recorded.
+        pub webhooks_early: Vec<TxWebhook>,
     }
 }

@@ -258,9 +258,30 @@ impl CollectionPlugin {
 
     // ----- webhooks and receipts -----
 
+    /// Applies kept webhooks whose hash is now recorded (see `State::webhooks_early`).
+    pub(crate) fn apply_early_webhooks(&mut self, out: &mut EffectSink<'_>) {
+        if self.st.webhooks_early.is_empty() {
+            return;
+        }
+        let (ready, kept): (Vec<TxWebhook>, Vec<TxWebhook>) = std::mem::take(&mut self.st.webhooks_early)
+            .into_iter()
+            .partition(|w| self.ix.tx_index.contains_key(&w.tx_hash));
+        self.st.webhooks_early = kept;
+        for w in &ready {
+            self.on_webhook(w, out);
+        }
+    }
+
     pub(crate) fn on_webhook(&mut self, w: &TxWebhook, out: &mut EffectSink<'_>) {
         let Some(&id) = self.ix.tx_index.get(&w.tx_hash) else {
             self.st.counters.webhooks_foreign += 1;
+            let early = &mut self.st.webhooks_early;
+            if !early.contains(w) {
+                if early.len() >= crate::limits::EARLY_WEBHOOKS_MAX {
+                    early.remove(0);
+                }
+                early.push(*w);
+            }
             return;
         };
         let Some(status) = self.st.batches.get(&id).map(|b| b.status) else { return };

@@ -10,6 +10,7 @@ use crate::entry::{CenterId, Entry, Outcome, Seq};
 use crate::finalizer::Finalizer;
 use crate::gap_buffer::{gap_buffer_with_timeout, GapConsumer, GapProducer};
 use crate::ledger::{Applied, Ledger};
+use crate::plugin_host::PluginHost;
 use std::collections::{BTreeMap, VecDeque};
 
 /// Gap buffer slots: small, so back-pressure (`Insert::Full`) happens in the simulation.
@@ -29,6 +30,8 @@ pub(super) struct Durable {
     pub ack_log: VecDeque<Applied>,
     /// Every finality event this center's finalizer committed.
     pub finals: BTreeMap<Seq, Outcome>,
+    /// The plugin host's checkpoint, committed with the ledger (empty without plugins).
+    host: Vec<u8>,
 }
 
 pub(super) struct Volatile {
@@ -44,6 +47,10 @@ pub(super) struct Volatile {
     pub deferred_acks: Vec<(CenterId, Applied)>,
     /// `InjectedBug::AckBeforeCommit` only: acks sent but not yet in a checkpoint.
     pub uncommitted_acks: Vec<Applied>,
+    pub host: PluginHost,
+    /// The host goes live (executes effects) once the ledger has applied this seq: what was
+    /// published when the center (re)started.
+    pub live_at: Seq,
 }
 
 pub(super) struct Center {
@@ -55,7 +62,11 @@ pub(super) struct Center {
 }
 
 impl Center {
-    pub fn new(id: CenterId, center_count: usize) -> Result<Self, String> {
+    pub fn new(id: CenterId, center_count: usize, host: PluginHost) -> Result<Self, String> {
+        let mut host_bytes = Vec::new();
+        if !host.is_empty() {
+            host.encode(&mut host_bytes);
+        }
         let mut ledger = Vec::new();
         Ledger::new().encode(&mut ledger);
         let mut finalizer = Vec::new();
@@ -69,11 +80,12 @@ impl Center {
                 seq_unfinal_first: 1,
                 ack_log: VecDeque::new(),
                 finals: BTreeMap::new(),
+                host: host_bytes,
             },
             volatile: None,
             down_until_us: 0,
         };
-        center.volatile = Some(center.recover()?);
+        center.volatile = Some(center.recover(host)?);
         Ok(center)
     }
 
@@ -82,7 +94,7 @@ impl Center {
     }
 
     /// Volatile state rebuilt from the durable checkpoint (what a restart does).
-    pub fn recover(&self) -> Result<Volatile, String> {
+    pub fn recover(&self, mut host: PluginHost) -> Result<Volatile, String> {
         let id = self.id;
         let (ledger, used) =
             Ledger::decode(&self.durable.ledger).map_err(|e| format!("{id} restart: {e}"))?;
@@ -96,6 +108,12 @@ impl Center {
         {
             return Err(format!("{id} restart: finalizer checkpoint does not read back"));
         }
+        if !self.durable.host.is_empty() {
+            let used = host.restore(&self.durable.host).map_err(|e| format!("{id} restart: {e}"))?;
+            if used != self.durable.host.len() {
+                return Err(format!("{id} restart: plugin host checkpoint does not read back"));
+            }
+        }
         let (producer, consumer) =
             gap_buffer_with_timeout(GAP_SLOTS, ledger.seq_applied() + 1, GAP_TIMEOUT_US);
         Ok(Volatile {
@@ -107,6 +125,8 @@ impl Center {
             held_entries: BTreeMap::new(),
             deferred_acks: Vec::new(),
             uncommitted_acks: Vec::new(),
+            host,
+            live_at: 0,
         })
     }
 
@@ -130,6 +150,11 @@ impl Center {
         let mut buf = Vec::with_capacity(self.durable.ledger.len());
         v.ledger.encode(&mut buf);
         self.durable.ledger = buf;
+        if !v.host.is_empty() {
+            let mut host = Vec::with_capacity(self.durable.host.len());
+            v.host.encode(&mut host);
+            self.durable.host = host;
+        }
         self.durable.seq_applied = seq_applied;
         self.durable.ack_log.extend(applied.iter().copied());
         Ok(())

@@ -109,7 +109,12 @@ impl Checker {
     /// The journal is gap-free from 1, its epochs and timestamps never go back, every `bmi` in
     /// it is unique and carries its original content (a conflicting reuse is never journaled).
     /// Incremental: only entries appended since the last call are read.
-    pub fn check_journal(&mut self, journal: &[Entry], clients: &Clients) -> Result<(), String> {
+    pub fn check_journal(
+        &mut self,
+        journal: &[Entry],
+        clients: &Clients,
+        plugin_sent: &BTreeMap<Vec<u8>, Vec<Payload>>,
+    ) -> Result<(), String> {
         if journal.len() < self.journal_checked {
             return Err(format!(
                 "the durable journal shrank from {} to {} entries",
@@ -130,13 +135,18 @@ impl Checker {
                     ));
                 }
             }
-            self.check_entry(entry, clients)?;
+            self.check_entry(entry, clients, plugin_sent)?;
         }
         self.journal_checked = journal.len();
         Ok(())
     }
 
-    fn check_entry(&mut self, entry: &Entry, clients: &Clients) -> Result<(), String> {
+    fn check_entry(
+        &mut self,
+        entry: &Entry,
+        clients: &Clients,
+        plugin_sent: &BTreeMap<Vec<u8>, Vec<Payload>>,
+    ) -> Result<(), String> {
         if entry.bmi.is_none() {
             return match entry.payload {
                 Payload::Tick => Ok(()),
@@ -157,7 +167,11 @@ impl Checker {
                  (a conflicting reuse was journaled)",
                 entry.bmi, entry.seq
             )),
-            None => Err(format!("seq {} carries bmi {} that no client sent", entry.seq, entry.bmi)),
+            None => match plugin_sent.get(entry.bmi.as_bytes()) {
+                Some(sent) if sent.contains(&entry.payload) => Ok(()),
+                Some(_) => Err(format!("plugin bmi {} journaled with content never sent", entry.bmi)),
+                None => Err(format!("seq {} carries bmi {} that no client sent", entry.seq, entry.bmi)),
+            },
         }
     }
 

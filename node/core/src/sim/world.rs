@@ -10,14 +10,15 @@ use super::center::{Center, GAP_SLOTS};
 use super::checker::Checker;
 use super::client::{Clients, Submission};
 use super::network::{Message, Network, Take};
-use super::{config_note, InjectedBug, SimConfig, SimFailure, SimReport};
-use crate::entry::{CenterId, Entry, Outcome, Payload, RejectReason, Seq};
+use super::{config_note, InjectedBug, SimConfig, SimFailure, SimPlugins, SimReport};
+use crate::entry::{Bmi, CenterId, Command, Entry, Outcome, Payload, RejectReason, Seq};
+use crate::plugin_host::{PluginHost, SetOwner};
 use crate::finalizer::{AckResult, Finality, SeqStatus};
 use crate::gap_buffer::Insert;
 use crate::ledger::Applied;
 use crate::prng::Prng;
 use crate::sequencer::Sequencer;
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 type Check = Result<(), String>;
 
@@ -53,6 +54,11 @@ const SEQUENCER_DOWN_US: (u64, u64) = (1_000, 30_000);
 /// hole is pulled on the next timeout).
 const GAP_PULL_ENTRIES_MAX: u64 = 16;
 
+/// A plugin result not yet journaled is sent to the sequencer again after this long.
+const PLUGIN_RESEND_US: u64 = 20_000;
+/// The failure detector proposes a new owner at most this often per plugin.
+const OWNER_PROPOSAL_US: u64 = 50_000;
+
 /// Fault-phase steps per workload command.
 const FAULT_STEPS_PER_COMMAND: u64 = 20;
 /// End-phase budget for 3 centers: this many steps plus this many per workload command.
@@ -73,6 +79,8 @@ impl Faults {
 
 #[derive(Default)]
 struct Stats {
+    effects_executed: u64,
+    plugin_results_lost: u64,
     center_crashes: u64,
     sequencer_crashes: u64,
     gap_pulls: u64,
@@ -88,12 +96,33 @@ struct SequencerNode {
     epoch: u32,
     /// `None` while crashed.
     leader: Option<Sequencer>,
-    inbound: VecDeque<Submission>,
+    inbound: VecDeque<Inbound>,
     down_until_us: u64,
     dedupe_window: usize,
 }
 
+/// A command on its way to the sequencer: a client's, or a plugin result / host command.
+enum Inbound {
+    Client(Submission),
+    Plugin(Command),
+}
+
+/// A plugin command submitted until it is journaled.
+struct PluginResult {
+    command: Command,
+    /// The center that executed the effect this answers: the answer dies with it.
+    executed_by: Option<usize>,
+    next_send_us: u64,
+}
+
 pub(super) struct World {
+    plugins: Option<Box<dyn SimPlugins>>,
+    plugin_pending: Vec<PluginResult>,
+    /// Every content submitted per plugin `bmi` (what the journal may hold for it).
+    plugin_sent: BTreeMap<Vec<u8>, Vec<Payload>>,
+    /// Which center executed each effect (last execution wins).
+    effect_center: BTreeMap<u64, usize>,
+    owner_proposed_us: BTreeMap<(u8, u32), u64>,
     config: SimConfig,
     prng: Prng,
     now_us: u64,
@@ -110,20 +139,35 @@ pub(super) struct World {
 }
 
 impl World {
-    pub fn new(config: &SimConfig) -> Result<Self, SimFailure> {
+    pub fn new(config: &SimConfig, plugins: Option<Box<dyn SimPlugins>>) -> Result<Self, SimFailure> {
         let failure = |message: String| SimFailure {
             seed: config.seed,
             step: 0,
             message: message + &config_note(config),
         };
         let clients = Clients::generate(config.seed, config.accounts, config.commands).map_err(failure)?;
-        let centers = (0..config.centers)
-            .map(|i| Center::new(CenterId::from_index(i), config.centers))
+        let mut centers = (0..config.centers)
+            .map(|i| {
+                let id = CenterId::from_index(i);
+                Center::new(id, config.centers, make_host(&plugins, id)?)
+            })
             .collect::<Result<Vec<_>, _>>()
             .map_err(failure)?;
-        // Larger than the workload plus its ticks: the dedupe never forgets within a run.
-        let dedupe_window = 4 * clients.len() + 4_096;
+        for c in &mut centers {
+            // A fresh center has nothing to replay.
+            if let Some(v) = c.volatile.as_mut() {
+                v.host.set_live();
+            }
+        }
+        // Larger than the workload plus its ticks (and plugin entries): the dedupe never
+        // forgets within a run.
+        let dedupe_window = 4 * clients.len() + 4_096 + if plugins.is_some() { 1 << 16 } else { 0 };
         Ok(World {
+            plugins,
+            plugin_pending: Vec::new(),
+            plugin_sent: BTreeMap::new(),
+            effect_center: BTreeMap::new(),
+            owner_proposed_us: BTreeMap::new(),
             config: *config,
             prng: Prng::new(config.seed),
             now_us: 0,
@@ -205,6 +249,7 @@ impl World {
         self.inject_crash();
         self.poll_tick();
         self.poll_gaps();
+        self.poll_plugins()?;
         match self.prng.below(100) {
             0..=59 => {
                 // The network carries several messages at once.
@@ -240,6 +285,10 @@ impl World {
         let (lo, hi) = CENTER_DOWN_US;
         center.crash(self.now_us + self.prng.range(lo, hi));
         self.stats.center_crashes += 1;
+        // Answers its adapter had not journaled die with it.
+        let before = self.plugin_pending.len();
+        self.plugin_pending.retain(|r| r.executed_by != Some(i));
+        self.stats.plugin_results_lost += (before - self.plugin_pending.len()) as u64;
         true
     }
 
@@ -278,6 +327,9 @@ impl World {
     /// Stops the faults and restarts everything that is down.
     fn heal(&mut self) -> Check {
         self.faults.enabled = false;
+        if let Some(p) = self.plugins.as_mut() {
+            p.heal();
+        }
         // Resubmissions stamp the sequencer's clock and would keep the heartbeat `Tick`s away.
         self.clients.stop_probing();
         for i in 0..self.centers.len() {
@@ -293,7 +345,10 @@ impl World {
 
     /// Volatile state from the checkpoint; then the acks and journal entries it may have missed.
     fn restart_center(&mut self, i: usize) -> Check {
-        let volatile = self.centers[i].recover()?;
+        let host = make_host(&self.plugins, self.centers[i].id)?;
+        let mut volatile = self.centers[i].recover(host)?;
+        // It executes effects again once it has caught up with what is published now.
+        volatile.live_at = self.sequencer.published_through;
         let seq_applied = volatile.ledger.seq_applied();
         self.centers[i].volatile = Some(volatile);
         // Its own retained acks, to every finalizer (they may have been lost in a crash), and
@@ -318,6 +373,7 @@ impl World {
             v.catch_up = Some((seq_applied + 1, self.sequencer.published_through));
         }
         self.feed_catch_up(i);
+        self.plugins_after_apply(i);
         Ok(())
     }
 
@@ -398,9 +454,12 @@ impl World {
             return Ok(());
         }
         let n = (self.prng.range(1, 8) as usize).min(s.inbound.len());
-        let batch: Vec<Submission> = s.inbound.drain(..n).collect();
+        let batch: Vec<Inbound> = s.inbound.drain(..n).collect();
         let (mut entries, mut admissions) = (Vec::new(), Vec::new());
-        let commands = batch.iter().map(|b| b.command.clone());
+        let commands = batch.iter().map(|b| match b {
+            Inbound::Client(s) => s.command.clone(),
+            Inbound::Plugin(c) => c.clone(),
+        });
         leader.handle_commands(self.now_us, commands, &mut entries, &mut admissions);
         s.journal.extend(entries);
         if admissions.len() != batch.len() {
@@ -411,9 +470,13 @@ impl World {
             self.crash_sequencer();
             return Ok(());
         }
-        for (sub, admission) in batch.iter().zip(admissions) {
-            let journal = &self.sequencer.journal;
-            self.clients.on_admission(sub, admission, journal)?;
+        for (item, admission) in batch.iter().zip(admissions) {
+            match item {
+                Inbound::Client(sub) => self.clients.on_admission(sub, admission, &self.sequencer.journal)?,
+                // Sequenced, a retry of something sequenced, or a conflicting duplicate (a second
+                // answer to a re-executed effect): done either way.
+                Inbound::Plugin(c) => self.plugin_pending.retain(|r| r.command.bmi != c.bmi),
+            }
         }
         Ok(())
     }
@@ -463,7 +526,7 @@ impl World {
         for mut sub in subs {
             let origin = up[self.prng.below(up.len() as u64) as usize];
             sub.command.origin = CenterId::from_index(origin);
-            self.sequencer.inbound.push_back(sub);
+            self.sequencer.inbound.push_back(Inbound::Client(sub));
         }
     }
 
@@ -667,10 +730,14 @@ impl World {
             return Ok(());
         };
         let mut batch = Vec::new();
-        let ledger = &mut v.ledger;
+        let (ledger, host) = (&mut v.ledger, &mut v.host);
         v.consumer.drain(max, self.now_us, |_, entry| {
             let is_transfer = matches!(entry.payload, Payload::Transfer(_));
-            batch.push((ledger.apply(&entry), is_transfer));
+            let mut applied = ledger.apply(&entry);
+            if let Some(digest) = host.apply(&entry) {
+                applied.state_hash = ledger.fold(digest);
+            }
+            batch.push((applied, is_transfer));
         });
         if batch.is_empty() {
             return Ok(());
@@ -686,9 +753,11 @@ impl World {
         }
         self.centers[i].commit_ledger(&applied)?;
         if self.crash_point() && self.try_crash_center(i) {
-            // Committed, acks lost: the restart re-sends the ack log.
+            // Committed, acks lost: the restart re-sends the ack log (and, if it owns a plugin,
+            // re-executes what is pending once caught up).
             return Ok(());
         }
+        self.plugins_after_apply(i);
         self.send_acks(i, &applied);
         Ok(())
     }
@@ -739,7 +808,7 @@ impl World {
     /// The per-step checks not already made where the event happened.
     fn check_step(&mut self) -> Check {
         let journal = &self.sequencer.journal;
-        self.checker.check_journal(journal, &self.clients)?;
+        self.checker.check_journal(journal, &self.clients, &self.plugin_sent)?;
         for c in &self.centers {
             let Some(v) = &c.volatile else {
                 continue;
@@ -763,6 +832,8 @@ impl World {
         let s = &self.sequencer;
         let len = s.journal.len() as u64;
         self.clients.all_admitted()
+            && self.plugin_pending.is_empty()
+            && self.plugins_quiescent()
             && s.leader.is_some()
             && s.inbound.is_empty()
             && s.published_through == len
@@ -790,9 +861,19 @@ impl World {
                 None => format!("{} down", c.id),
             })
             .collect();
+        let mut plugins = String::new();
+        if let (Some(_), Some(h)) = (&self.plugins, self.first_host()) {
+            let mut figures = Vec::new();
+            h.figures(&mut figures);
+            plugins = format!(
+                "; plugin results pending {}, quiescent {}, figures {figures:?}",
+                self.plugin_pending.len(),
+                self.plugins_quiescent()
+            );
+        }
         format!(
             "did not converge after the faults stopped: journal {}, published {}, leader {}, \
-             inbound {}, unadmitted commands {}, in flight {}; {}",
+             inbound {}, unadmitted commands {}, in flight {}; {}{plugins}",
             s.journal.len(),
             s.published_through,
             if s.leader.is_some() { "up" } else { "down" },
@@ -821,6 +902,7 @@ impl World {
             }
             self.check_finals(c, len)?;
         }
+        self.check_plugins_end()?;
         for (bmi, seq) in self.clients.admitted() {
             let journaled = self.checker.journal_seq_of(bmi.as_bytes());
             if seq.is_none() || journaled != seq {
@@ -863,7 +945,136 @@ impl World {
             gap_pulls: self.stats.gap_pulls,
             duplicates_delivered: self.stats.duplicates_delivered,
             state_hash,
+            plugin_state_hash: self.first_host().filter(|h| !h.is_empty()).map_or(0, |h| h.state_hash()),
+            owner_changes: self.first_host().map_or(0, |h| {
+                h.kinds().filter_map(|k| h.owner(k)).map(|(_, term)| u64::from(term)).sum()
+            }),
+            effects_executed: self.stats.effects_executed,
+            plugin_results_lost: self.stats.plugin_results_lost,
         }
+    }
+
+    // ---- plugins ----
+
+    fn first_host(&self) -> Option<&PluginHost> {
+        self.centers.iter().find_map(|c| c.volatile.as_ref()).map(|v| &v.host)
+    }
+
+    /// After center `i` applied (or restarted): live once caught up; the owner executes.
+    fn plugins_after_apply(&mut self, i: usize) {
+        let Some(p) = self.plugins.as_mut() else { return };
+        let Some(v) = self.centers.get_mut(i).and_then(|c| c.volatile.as_mut()) else { return };
+        if !v.host.is_live() && v.ledger.seq_applied() >= v.live_at {
+            v.host.set_live();
+        }
+        let mut effects = Vec::new();
+        v.host.take_effects(&mut effects);
+        for e in &effects {
+            p.execute(e, self.now_us);
+            self.effect_center.insert(e.effect_id, i);
+            self.stats.effects_executed += 1;
+        }
+    }
+
+    /// Results of the outside world, the failure detector, and resubmissions.
+    fn poll_plugins(&mut self) -> Check {
+        let Some(p) = self.plugins.as_mut() else { return Ok(()) };
+        let mut out = Vec::new();
+        p.poll(self.now_us, &mut out);
+        let answers: Vec<Option<u64>> = out.iter().map(|(_, c)| p.answers(c)).collect();
+        for ((bmi, command), answers) in out.into_iter().zip(answers) {
+            let executed_by = answers.and_then(|id| self.effect_center.get(&id).copied());
+            if executed_by.is_some_and(|c| !self.centers[c].is_up()) {
+                self.stats.plugin_results_lost += 1;
+                continue;
+            }
+            self.push_plugin(bmi, Payload::Plugin(command), executed_by);
+        }
+        self.propose_owner()?;
+        self.send_plugin_pending();
+        Ok(())
+    }
+
+    fn push_plugin(&mut self, bmi: Bmi, payload: Payload, executed_by: Option<usize>) {
+        let sent = self.plugin_sent.entry(bmi.as_bytes().to_vec()).or_default();
+        if !sent.contains(&payload) {
+            sent.push(payload.clone());
+        }
+        let up = (0..self.centers.len()).find(|&c| self.centers[c].is_up()).unwrap_or(0);
+        let origin = CenterId::from_index(executed_by.unwrap_or(up));
+        let command = Command { origin, bmi, payload };
+        self.plugin_pending.push(PluginResult { command, executed_by, next_send_us: self.now_us });
+    }
+
+    /// The failure detector: a plugin whose owner is down gets the lowest center that is up,
+    /// at the next term (as seen by the first center that is up; a stale view only proposes a
+    /// term that is refused).
+    fn propose_owner(&mut self) -> Check {
+        let Some(host) = self.first_host() else { return Ok(()) };
+        let owners: Vec<_> = host.kinds().filter_map(|k| host.owner(k).map(|o| (k, o))).collect();
+        for (kind, (owner, term)) in owners {
+            if self.centers.get(owner.index()).is_some_and(|c| c.is_up()) {
+                continue;
+            }
+            let Some(next) = (0..self.centers.len()).find(|&c| self.centers[c].is_up()) else { continue };
+            let key = (kind as u8, term.wrapping_add(1));
+            if self.owner_proposed_us.get(&key).is_some_and(|t| self.now_us < t + OWNER_PROPOSAL_US) {
+                continue;
+            }
+            self.owner_proposed_us.insert(key, self.now_us);
+            let set = SetOwner { term: key.1, owner: CenterId::from_index(next) };
+            let bmi = SetOwner::bmi(kind, key.1).map_err(|e| e.to_string())?;
+            let command = set.to_command(kind).map_err(|e| e.to_string())?;
+            self.push_plugin(bmi, Payload::Plugin(command), None);
+        }
+        Ok(())
+    }
+
+    fn send_plugin_pending(&mut self) {
+        if self.sequencer.leader.is_none() {
+            return;
+        }
+        for r in &mut self.plugin_pending {
+            if r.next_send_us <= self.now_us {
+                r.next_send_us = self.now_us + PLUGIN_RESEND_US;
+                self.sequencer.inbound.push_back(Inbound::Plugin(r.command.clone()));
+            }
+        }
+    }
+
+    fn plugins_quiescent(&self) -> bool {
+        match (&self.plugins, self.first_host()) {
+            (None, _) => true,
+            (Some(p), Some(h)) => p.quiescent(h),
+            (Some(_), None) => false,
+        }
+    }
+
+    /// Every center holds the same whole plugin state; the outside world agrees with it.
+    fn check_plugins_end(&self) -> Check {
+        let Some(p) = &self.plugins else { return Ok(()) };
+        let mut first: Option<Vec<u8>> = None;
+        for c in &self.centers {
+            let Some(v) = &c.volatile else { continue };
+            let mut buf = Vec::new();
+            v.host.encode(&mut buf);
+            match &first {
+                Some(f) if *f != buf => return Err(format!("{} ends with plugin state unlike DC1's", c.id)),
+                Some(_) => {}
+                None => first = Some(buf),
+            }
+        }
+        match self.first_host() {
+            Some(h) => p.check_end(h),
+            None => Err("no center is up at the end".into()),
+        }
+    }
+}
+
+fn make_host(plugins: &Option<Box<dyn SimPlugins>>, id: CenterId) -> Result<PluginHost, String> {
+    match plugins {
+        Some(p) => PluginHost::new(id, p.make()).map_err(|e| e.to_string()),
+        None => Ok(PluginHost::empty(id)),
     }
 }
 

@@ -193,3 +193,20 @@ fn no_effect_is_lost_across_a_failover_and_re_execution_is_harmless() {
     assert_eq!(dc1.state_hash(), c.hosts[1].state_hash());
     assert_eq!(Plugin::state_hash(c.plugin(1)), Plugin::state_hash(c.plugin(2)));
 }
+
+/// After a failover the re-executed broadcast's answer can reach the journal after the
+/// transaction's webhook: the webhook is kept and applied once the answer records the hash.
+#[test]
+fn a_webhook_journaled_before_the_broadcast_answer_still_confirms() {
+    use crate::support::*;
+    use rtgs_collection::command::BroadcastOutcome;
+    let mut fx = Fx::new();
+    let b = fx.up_to_broadcast(&[(1, 2 * USDT, 5)], 10, 2 * USDT);
+    let hash = hash_of(&sweep(&b));
+    fx.webhook(hash, true, 11);
+    assert_eq!(fx.batch(1).status, BatchStatus::Pending, "unknown hash: kept, not applied");
+    assert_eq!(fx.p.counters().webhooks_foreign, 1);
+    fx.broadcast_result(&b, BroadcastOutcome::Accepted);
+    assert_eq!(fx.batch(1).status, BatchStatus::Confirmed, "the kept webhook confirmed it");
+    assert_eq!(fx.row(1).status, RowStatus::Collected(rtgs_collection::types::BatchId(1)));
+}

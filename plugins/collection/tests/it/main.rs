@@ -7,4 +7,5 @@ mod journal;
 mod perf;
 mod props;
 mod rules;
+mod sim;
 mod support;
