@@ -168,6 +168,19 @@ impl PluginKind {
             _ => None,
         }
     }
+
+    /// The stored name (`plugin_state.kind`).
+    pub fn name(self) -> &'static str {
+        match self {
+            PluginKind::Collection => "collection",
+            PluginKind::Withdrawal => "withdrawal",
+            PluginKind::Matching => "matching",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        [PluginKind::Collection, PluginKind::Withdrawal, PluginKind::Matching].into_iter().find(|k| k.name() == name)
+    }
 }
 
 /// A typed envelope for a plugin's own commands; the plugin owns the body's format.

@@ -79,6 +79,18 @@ impl SetOwner {
     }
 }
 
+/// One plugin's part of a host checkpoint (a row of `plugin_state` in PostgreSQL).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PluginCheckpoint {
+    pub kind: PluginKind,
+    pub owner: CenterId,
+    pub term: u32,
+    pub host_ops_refused: u64,
+    /// The plugin's whole-state hash, checked again after decoding.
+    pub state_hash: u64,
+    pub state: Vec<u8>,
+}
+
 /// A host checkpoint that does not read back.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("plugin host checkpoint: {0}")]
@@ -271,18 +283,66 @@ impl PluginHost {
     pub fn encode(&self, out: &mut Vec<u8>) {
         out.push(CHECKPOINT_VERSION);
         out.push(self.slots.len() as u8);
-        for s in &self.slots {
-            out.push(s.plugin.kind() as u8);
-            out.push(s.owner.0);
-            out.extend_from_slice(&s.term.to_le_bytes());
-            out.extend_from_slice(&s.host_ops_refused.to_le_bytes());
-            out.extend_from_slice(&s.plugin.state_hash().to_le_bytes());
-            let len_at = out.len();
-            out.extend_from_slice(&0u64.to_le_bytes());
-            s.plugin.encode(out);
-            let len = (out.len() - len_at - 8) as u64;
-            out[len_at..len_at + 8].copy_from_slice(&len.to_le_bytes());
+        for cp in self.checkpoints() {
+            out.push(cp.kind as u8);
+            out.push(cp.owner.0);
+            out.extend_from_slice(&cp.term.to_le_bytes());
+            out.extend_from_slice(&cp.host_ops_refused.to_le_bytes());
+            out.extend_from_slice(&cp.state_hash.to_le_bytes());
+            out.extend_from_slice(&(cp.state.len() as u64).to_le_bytes());
+            out.extend_from_slice(&cp.state);
         }
+    }
+
+    /// Every plugin's checkpoint, in the host's order.
+    pub fn checkpoints(&self) -> Vec<PluginCheckpoint> {
+        self.slots
+            .iter()
+            .map(|s| {
+                let mut state = Vec::new();
+                s.plugin.encode(&mut state);
+                PluginCheckpoint {
+                    kind: s.plugin.kind(),
+                    owner: s.owner,
+                    term: s.term,
+                    host_ops_refused: s.host_ops_refused,
+                    state_hash: s.plugin.state_hash(),
+                    state,
+                }
+            })
+            .collect()
+    }
+
+    /// Restores from per-plugin checkpoints: exactly one for every plugin of this host (any
+    /// order); each state's hash is checked after decoding. The host goes back to not live.
+    pub fn restore_checkpoints(&mut self, cps: &[PluginCheckpoint]) -> Result<(), HostDecodeError> {
+        if cps.len() != self.slots.len() {
+            return Err(HostDecodeError("the checkpoint holds another set of plugins"));
+        }
+        for s in &mut self.slots {
+            let kind = s.plugin.kind();
+            let cp = cps
+                .iter()
+                .find(|c| c.kind == kind)
+                .ok_or(HostDecodeError("the checkpoint holds another set of plugins"))?;
+            Self::restore_slot(s, cp)?;
+        }
+        self.set_replaying();
+        Ok(())
+    }
+
+    fn restore_slot(s: &mut Slot, cp: &PluginCheckpoint) -> Result<(), HostDecodeError> {
+        if !(1..=CENTER_COUNT_MAX as u8).contains(&cp.owner.0) {
+            return Err(HostDecodeError("owner out of range"));
+        }
+        s.plugin.restore(&cp.state).map_err(|_| HostDecodeError("a plugin state is malformed"))?;
+        if s.plugin.state_hash() != cp.state_hash {
+            return Err(HostDecodeError("a plugin state does not match its hash"));
+        }
+        s.owner = cp.owner;
+        s.term = cp.term;
+        s.host_ops_refused = cp.host_ops_refused;
+        Ok(())
     }
 
     /// Restores the state written by [`PluginHost::encode`] into this host's plugins, which must
@@ -297,22 +357,16 @@ impl PluginHost {
             return Err(HostDecodeError("the checkpoint holds another set of plugins"));
         }
         for s in &mut self.slots {
-            if r.take(1)?[0] != s.plugin.kind() as u8 {
+            let kind = s.plugin.kind();
+            if r.take(1)?[0] != kind as u8 {
                 return Err(HostDecodeError("the checkpoint holds another set of plugins"));
             }
-            let owner = r.take(1)?[0];
-            if !(1..=CENTER_COUNT_MAX as u8).contains(&owner) {
-                return Err(HostDecodeError("owner out of range"));
-            }
-            s.owner = CenterId(owner);
-            s.term = r.u32()?;
-            s.host_ops_refused = r.u64()?;
-            let hash = r.u64()?;
+            let owner = CenterId(r.take(1)?[0]);
+            let (term, host_ops_refused, state_hash) = (r.u32()?, r.u64()?, r.u64()?);
             let len = usize::try_from(r.u64()?).map_err(|_| HostDecodeError("length"))?;
-            s.plugin.restore(r.take(len)?).map_err(|_| HostDecodeError("a plugin state is malformed"))?;
-            if s.plugin.state_hash() != hash {
-                return Err(HostDecodeError("a plugin state does not match its hash"));
-            }
+            let state = r.take(len)?.to_vec();
+            let cp = PluginCheckpoint { kind, owner, term, host_ops_refused, state_hash, state };
+            Self::restore_slot(s, &cp)?;
         }
         self.set_replaying();
         Ok(r.at)

@@ -9,6 +9,8 @@
 //!   conditional update of the one sequencer row; leader takeover (epoch bump, unpublished rows).
 //! * [`center_store`] — one center's per-batch transaction (applied entries by binary COPY,
 //!   changed balances by UNNEST, finality ranges, tallies, watermark) and its restore.
+//! * [`plugin_store`] — the plugin host's state per plugin (`plugin_state`), saved inside the
+//!   caller's batch transaction or standalone, and loaded (hash-checked) into a host.
 //! * [`dev`] — start the local PostgreSQL through `scripts/infra-up.sh`, fresh test databases.
 //! * [`reconcile`] — compares the center databases (watermarks, state hashes, balances, totals).
 //!
@@ -17,6 +19,7 @@
 pub mod center_store;
 pub mod dev;
 pub mod migrate;
+pub mod plugin_store;
 pub mod reconcile;
 pub mod sequencer_store;
 
