@@ -4,11 +4,16 @@
 //! a fresh ledger and, at each center's checkpointed watermark, compares that center's ledger and
 //! state hash with the replay. A center that applied something twice, skipped something, or whose
 //! checkpoint does not match the journal fails the audit; so does money not being conserved.
+//!
+//! A data directory whose checkpoints hold plugin state (a `demo --collection` run) is replayed
+//! through a plugin host too — its step digests are part of the state hash — and each center's
+//! whole plugin state is compared with the replay's at its watermark.
 
 use anyhow::Context;
 use clap::Args;
 use rtgs_core::entry::{CenterId, Seq};
 use rtgs_core::ledger::Ledger;
+use rtgs_core::plugin_host::PluginHost;
 use rtgs_embedded::checkpoint;
 use rtgs_embedded::journal::{Journal, JournalReader};
 use serde::Serialize;
@@ -68,16 +73,37 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
             matches_journal: c.as_ref().is_none_or(|c| c.ledger.seq_applied() == 0),
         })
         .collect();
+    // The plugin state each checkpoint holds, as a whole-state hash.
+    let mut plugin_hashes = Vec::new();
+    for (id, c) in &checkpoints {
+        plugin_hashes.push(match c.as_ref().and_then(|c| c.plugins.as_ref()) {
+            Some(bytes) => {
+                let mut h = collection_host(*id)?;
+                h.restore(bytes).with_context(|| format!("{id}: plugin state in its checkpoint"))?;
+                Some(h.state_hash())
+            }
+            None => None,
+        });
+    }
+    let mut host = if plugin_hashes.iter().any(Option::is_some) {
+        collection_host(CenterId(1))?
+    } else {
+        PluginHost::empty(CenterId(1))
+    };
     let mut ledger = Ledger::new();
     let mut reader = JournalReader::open(&journal_dir, 1)?;
     let mut entries = Vec::new();
     while reader.next_batch(&mut entries)? {
         for e in entries.drain(..) {
             ledger.apply(&e);
-            for (check, (_, c)) in checks.iter_mut().zip(&checkpoints) {
+            if let Some(digest) = host.apply(&e) {
+                ledger.fold(digest);
+            }
+            for ((check, (_, c)), plugins) in checks.iter_mut().zip(&checkpoints).zip(&plugin_hashes) {
                 if let Some(c) = c {
                     if c.ledger.seq_applied() == e.seq {
-                        check.matches_journal = c.ledger == ledger;
+                        check.matches_journal =
+                            c.ledger == ledger && plugins.is_none_or(|h| h == host.state_hash());
                     }
                 }
             }
@@ -119,4 +145,9 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         println!("{}", if verdict.ok { "OK" } else { "FAILED" });
     }
     Ok(if verdict.ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// The plugins `demo --collection` runs (the only plugin set there is so far).
+fn collection_host(id: CenterId) -> anyhow::Result<PluginHost> {
+    Ok(PluginHost::new(id, vec![Box::new(rtgs_collection::CollectionPlugin::new())])?)
 }
