@@ -16,7 +16,10 @@ pub enum Schema {
 
 const SEQUENCER: &[(&str, &str)] =
     &[("0001_init", include_str!("../../../migrations/sequencer/0001_init.sql"))];
-const CENTER: &[(&str, &str)] = &[("0001_init", include_str!("../../../migrations/center/0001_init.sql"))];
+const CENTER: &[(&str, &str)] = &[
+    ("0001_init", include_str!("../../../migrations/center/0001_init.sql")),
+    ("0002_account_fillfactor", include_str!("../../../migrations/center/0002_account_fillfactor.sql")),
+];
 const LOCK_KEY: i64 = 0x5254_4753; // "RTGS"
 
 /// Applies what is missing; returns the versions applied now.

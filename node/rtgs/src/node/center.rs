@@ -35,7 +35,9 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 /// Applied batches waiting for their commit (bounded: back-pressure on the reader).
-const COMMIT_QUEUE_BATCHES: usize = 4;
+const COMMIT_QUEUE_BATCHES: usize = 16;
+/// Queued batches are merged into one commit up to about this many entries.
+const MERGED_COMMIT_ENTRIES_MAX: usize = 65_536;
 /// Cut a commit batch at this many entries (whole journal messages).
 const COMMIT_BATCH_ENTRIES: usize = SEQUENCER_BATCH_ENTRIES_MAX;
 /// Commit finality progress alone when no entry arrives for this long.
@@ -48,6 +50,33 @@ pub struct Job {
     changed: Vec<Account>,
     funded: Vec<(Currency, u64)>,
     journal_offset: i64,
+}
+
+impl Job {
+    /// Appends the next job (its balances are newer: they win).
+    fn merge(&mut self, next: Job) {
+        self.entries.extend(next.entries);
+        self.applied.extend(next.applied);
+        self.journal_offset = next.journal_offset;
+        let mut changed = std::mem::take(&mut self.changed);
+        changed.extend(next.changed);
+        // Stable sort by id, then keep the last (newest) of each id.
+        changed.sort_by_key(|a| a.id);
+        let mut merged: Vec<Account> = Vec::with_capacity(changed.len());
+        for a in changed {
+            match merged.last_mut() {
+                Some(last) if last.id == a.id => *last = a,
+                _ => merged.push(a),
+            }
+        }
+        self.changed = merged;
+        for (currency, total) in next.funded {
+            match self.funded.iter_mut().find(|(c, _)| *c == currency) {
+                Some(f) => f.1 = total,
+                None => self.funded.push((currency, total)),
+            }
+        }
+    }
 }
 
 /// What this center's origin entries need for a notice once final: seq, bmi, own outcome.
@@ -334,11 +363,21 @@ impl Committer {
     async fn run(self, mut jobs: mpsc::Receiver<Job>) -> anyhow::Result<()> {
         let node = Arc::clone(&self.node);
         loop {
-            let job = match tokio::time::timeout(IDLE_COMMIT, jobs.recv()).await {
+            let mut job = match tokio::time::timeout(IDLE_COMMIT, jobs.recv()).await {
                 Ok(Some(job)) => Some(job),
                 Ok(None) => anyhow::bail!("the journal reader stopped"),
                 Err(_) => None,
             };
+            // Behind? Commit what queued up as one transaction: an account that changed in
+            // several batches is written once (balance upserts are the dearest rows here).
+            if let Some(j) = job.as_mut() {
+                while j.entries.len() < MERGED_COMMIT_ENTRIES_MAX {
+                    match jobs.try_recv() {
+                        Ok(next) => j.merge(next),
+                        Err(_) => break,
+                    }
+                }
+            }
             let progress = self.shared.take();
             if job.is_none() && progress.is_none() {
                 continue;

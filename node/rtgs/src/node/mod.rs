@@ -77,6 +77,10 @@ pub struct NodeArgs {
     /// gap buffer must then pull the missing entries from the outbox). 0: off.
     #[arg(long, env = "RTGS_FAULT_DROP_JOURNAL_ONE_IN", default_value_t = 0, hide = true)]
     pub fault_drop_journal_one_in: u64,
+    /// No idle Tick entries (`RTGS_NO_IDLE_TICK=true`; drills that compare quiescent databases; timers of plugins need
+    /// ticks, so never in production).
+    #[arg(long, env = "RTGS_NO_IDLE_TICK", hide = true)]
+    pub no_idle_tick: bool,
 }
 
 /// Everything the tasks share: settings and counters (read by the status reporter).
@@ -88,6 +92,7 @@ pub struct Node {
     pub bootstrap: String,
     group_prefix: Option<String>,
     pub fault_drop_journal_one_in: u64,
+    pub idle_tick: bool,
     pub stats: Stats,
 }
 
@@ -231,6 +236,7 @@ async fn serve(args: NodeArgs) -> anyhow::Result<ExitCode> {
         bootstrap: args.bootstrap.clone(),
         group_prefix: (args.topic_prefix != "rtgs").then(|| args.topic_prefix.clone()),
         fault_drop_journal_one_in: args.fault_drop_journal_one_in,
+        idle_tick: !args.no_idle_tick,
         stats: Stats::default(),
     });
     eprintln!(

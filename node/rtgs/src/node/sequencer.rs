@@ -278,7 +278,7 @@ async fn lead(
     let mut admissions = Vec::with_capacity(commands.len());
     let bmis: Vec<_> = commands.iter().map(|c| c.bmi).collect();
     l.sequencer.handle_commands(now, commands, &mut entries, &mut admissions);
-    if entries.is_empty() {
+    if entries.is_empty() && node.idle_tick {
         if let Some(tick) = l.sequencer.poll_tick(now) {
             entries.push(tick);
         }
