@@ -8,12 +8,16 @@
 //! * [`leadership`] — the sequencer's leadership as the assignment of the single `rtgs.inbound`
 //!   partition in group `sequencer`: leader on assign, step down on revoke or loss.
 //!
+//! * [`wire`] — the applied-ack and notice message formats (CRC-checked).
+//!
 //! No Kafka transactions are used (the broker here has none); progress lives in PostgreSQL.
-//! Not built yet (issue 3): the node processes that drive these with the core's state machines.
+//! The node processes that drive these with the core's state machines are `rtgs node`
+//! (`node/rtgs/src/node/`).
 
 pub mod clients;
 pub mod leadership;
 pub mod topics;
+pub mod wire;
 
 #[derive(Debug, thiserror::Error)]
 pub enum KafkaAdapterError {

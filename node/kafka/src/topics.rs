@@ -22,24 +22,57 @@ pub struct TopicSpec {
 
 const WEEK_MS: &str = "604800000";
 
+/// The names of the four topics: `PREFIX.inbound`, `PREFIX.journal`, `PREFIX.applied`,
+/// `PREFIX.notify` (the default prefix `rtgs` gives [`INBOUND`], [`JOURNAL`], ...). Tests and
+/// side-by-side clusters on one broker use their own prefix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TopicNames {
+    pub inbound: String,
+    pub journal: String,
+    pub applied: String,
+    pub notify: String,
+}
+
+impl TopicNames {
+    pub fn with_prefix(prefix: &str) -> Self {
+        TopicNames {
+            inbound: format!("{prefix}.inbound"),
+            journal: format!("{prefix}.journal"),
+            applied: format!("{prefix}.applied"),
+            notify: format!("{prefix}.notify"),
+        }
+    }
+}
+
+impl Default for TopicNames {
+    fn default() -> Self {
+        TopicNames::with_prefix("rtgs")
+    }
+}
+
 /// The four topics. Every one has exactly one partition: the journal must (global order); the
 /// inbound topic's single partition is what elects the sequencer leader; acks and notices are
 /// small and one partition keeps each center's stream in order.
 pub fn production() -> Vec<TopicSpec> {
+    production_named(&TopicNames::default())
+}
+
+/// [`production`] under other names.
+pub fn production_named(names: &TopicNames) -> Vec<TopicSpec> {
     let spec = |name: &str, config: Vec<(&'static str, &'static str)>| TopicSpec {
         name: name.to_string(),
         partitions: 1,
         config,
     };
     vec![
-        spec(INBOUND, vec![("cleanup.policy", "delete"), ("retention.ms", WEEK_MS)]),
+        spec(&names.inbound, vec![("cleanup.policy", "delete"), ("retention.ms", WEEK_MS)]),
         // The journal is the record of money: never deleted by the broker.
         spec(
-            JOURNAL,
+            &names.journal,
             vec![("cleanup.policy", "delete"), ("retention.ms", "-1"), ("max.message.bytes", "1048576")],
         ),
-        spec(APPLIED, vec![("cleanup.policy", "delete"), ("retention.ms", WEEK_MS)]),
-        spec(NOTIFY, vec![("cleanup.policy", "delete"), ("retention.ms", WEEK_MS)]),
+        spec(&names.applied, vec![("cleanup.policy", "delete"), ("retention.ms", WEEK_MS)]),
+        spec(&names.notify, vec![("cleanup.policy", "delete"), ("retention.ms", WEEK_MS)]),
     ]
 }
 

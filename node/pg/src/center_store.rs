@@ -9,7 +9,7 @@
 use crate::StoreError;
 use deadpool_postgres::Pool;
 use futures_util::pin_mut;
-use rtgs_core::entry::{AccountId, Currency, Entry, Payload, Seq};
+use rtgs_core::entry::{AccountId, Bmi, CenterId, Currency, Entry, Outcome, Payload, Seq};
 use rtgs_core::ledger::{Account, Applied, Ledger};
 use tokio_postgres::binary_copy::BinaryCopyInWriter;
 use tokio_postgres::types::{ToSql, Type};
@@ -24,7 +24,8 @@ pub struct TallyRow {
     pub diverged: bool,
 }
 
-/// Everything one applied batch changes.
+/// Everything one applied batch changes. `entries` may be empty: a commit of finality progress
+/// only (the watermark's seq then stays where it is).
 pub struct BatchCommit<'a> {
     pub entries: &'a [Entry],
     /// One per entry, same order.
@@ -95,7 +96,6 @@ impl CenterStore {
 
     /// Commits one applied batch atomically; refuses one that does not follow the watermark.
     pub async fn commit_batch(&self, b: &BatchCommit<'_>) -> Result<(), StoreError> {
-        let (Some(first), Some(last)) = (b.applied.first(), b.applied.last()) else { return Ok(()) };
         if b.entries.len() != b.applied.len() {
             return Err(StoreError::Corrupt("entries and acks differ in length".into()));
         }
@@ -103,42 +103,82 @@ impl CenterStore {
         let tx = client.transaction().await?;
         let row = tx.query_one("SELECT seq_applied FROM watermark WHERE id = 1 FOR UPDATE", &[]).await?;
         let seq_applied = row.get::<_, i64>(0) as u64;
-        if first.seq != seq_applied + 1 {
-            return Err(StoreError::OutOfOrder { seq_first: first.seq, seq_applied });
+        if let (Some(first), Some(last)) = (b.applied.first(), b.applied.last()) {
+            if first.seq != seq_applied + 1 {
+                return Err(StoreError::OutOfOrder { seq_first: first.seq, seq_applied });
+            }
+            copy_entries(&tx, b).await?;
+            upsert_accounts(&tx, b.changed_accounts).await?;
+            let (cur, minor): (Vec<String>, Vec<i64>) =
+                b.funded.iter().map(|(c, m)| (c.as_str().to_string(), *m as i64)).unzip();
+            tx.execute(
+                "INSERT INTO funded (currency, funded_minor) SELECT * FROM UNNEST($1::text[], $2::bigint[])
+                 ON CONFLICT (currency) DO UPDATE SET funded_minor = EXCLUDED.funded_minor",
+                &[&cur, &minor],
+            )
+            .await?;
+            let params: [&(dyn ToSql + Sync); 3] =
+                [&i64_of(last.seq)?, &(last.state_hash as i64), &b.journal_offset];
+            tx.execute(
+                "UPDATE watermark SET seq_applied = $1, state_hash = $2, journal_offset = $3 WHERE id = 1",
+                &params,
+            )
+            .await?;
         }
-        copy_entries(&tx, b).await?;
-        upsert_accounts(&tx, b.changed_accounts).await?;
-        let (cur, minor): (Vec<String>, Vec<i64>) =
-            b.funded.iter().map(|(c, m)| (c.as_str().to_string(), *m as i64)).unzip();
-        tx.execute(
-            "INSERT INTO funded (currency, funded_minor) SELECT * FROM UNNEST($1::text[], $2::bigint[])
-             ON CONFLICT (currency) DO UPDATE SET funded_minor = EXCLUDED.funded_minor",
-            &[&cur, &minor],
-        )
-        .await?;
-        let (lo, hi): (Vec<i64>, Vec<i64>) =
-            b.final_ranges.iter().map(|(a, z)| (*a as i64, *z as i64)).unzip();
-        tx.execute(
-            "INSERT INTO finality (seq_first, seq_last) SELECT * FROM UNNEST($1::bigint[], $2::bigint[])",
-            &[&lo, &hi],
-        )
-        .await?;
+        if !b.final_ranges.is_empty() {
+            let (lo, hi): (Vec<i64>, Vec<i64>) =
+                b.final_ranges.iter().map(|(a, z)| (*a as i64, *z as i64)).unzip();
+            // A range re-derived from replayed acks after a restart may already be recorded.
+            tx.execute(
+                "INSERT INTO finality (seq_first, seq_last) SELECT * FROM UNNEST($1::bigint[], $2::bigint[])
+                 ON CONFLICT (seq_first) DO NOTHING",
+                &[&lo, &hi],
+            )
+            .await?;
+        }
         replace_tallies(&tx, b.tallies, b.seq_unfinal_first).await?;
-        let params: [&(dyn ToSql + Sync); 5] = [
-            &i64_of(last.seq)?,
-            &(last.state_hash as i64),
-            &b.journal_offset,
-            &i64_of(b.seq_unfinal_first)?,
-            &b.ack_offset,
-        ];
         tx.execute(
-            "UPDATE watermark SET seq_applied = $1, state_hash = $2, journal_offset = $3,
-                    seq_unfinal_first = $4, ack_offset = $5, updated_at = now() WHERE id = 1",
-            &params,
+            "UPDATE watermark SET seq_unfinal_first = $1, ack_offset = $2, updated_at = now() WHERE id = 1",
+            &[&i64_of(b.seq_unfinal_first)?, &b.ack_offset],
         )
         .await?;
         tx.commit().await?;
         Ok(())
+    }
+
+    /// The seq this center has durably applied (to settle a commit whose outcome was not seen).
+    pub async fn seq_applied(&self) -> Result<Seq, StoreError> {
+        let client = self.pool.get().await?;
+        let row = client.query_one("SELECT seq_applied FROM watermark WHERE id = 1", &[]).await?;
+        Ok(row.get::<_, i64>(0) as u64)
+    }
+
+    /// What this center applied from `from` on, in seq order: its acks (re-sent after a restart,
+    /// so that no ack is lost) with each entry's origin and `bmi` (for the origin's notices).
+    pub async fn applied_since(&self, from: Seq) -> Result<Vec<(Applied, CenterId, Bmi)>, StoreError> {
+        let client = self.pool.get().await?;
+        let rows = client
+            .query(
+                "SELECT seq, outcome, state_hash, origin, bmi FROM applied_entry WHERE seq >= $1 ORDER BY seq",
+                &[&i64_of(from)?],
+            )
+            .await?;
+        rows.iter()
+            .map(|r| {
+                let seq = r.get::<_, i64>(0) as u64;
+                let corrupt = |what: &str| StoreError::Corrupt(format!("applied_entry {seq}: {what}"));
+                let outcome =
+                    Outcome::from_code(r.get::<_, i16>(1) as u16).ok_or_else(|| corrupt("outcome"))?;
+                let bmi_text: &str = r.get(4);
+                let bmi = if bmi_text.is_empty() {
+                    Bmi::NONE
+                } else {
+                    Bmi::new(bmi_text.as_bytes()).map_err(|_| corrupt("bmi"))?
+                };
+                let origin = u8::try_from(r.get::<_, i16>(3)).map_err(|_| corrupt("origin"))?;
+                Ok((Applied { seq, outcome, state_hash: r.get::<_, i64>(2) as u64 }, CenterId(origin), bmi))
+            })
+            .collect()
     }
 
     /// Reads the center back: ledger (checked for conservation), offsets and pending tallies.
@@ -268,6 +308,9 @@ async fn replace_tallies(
     unfinal_first: Seq,
 ) -> Result<(), StoreError> {
     tx.execute("DELETE FROM finalizer_tally WHERE seq < $1", &[&i64_of(unfinal_first)?]).await?;
+    if tallies.is_empty() {
+        return Ok(());
+    }
     let seq: Vec<i64> = tallies.iter().map(|t| t.seq as i64).collect();
     let acked: Vec<i16> = tallies.iter().map(|t| i16::from(t.acked)).collect();
     let outcome: Vec<i16> = tallies.iter().map(|t| t.outcome_code as i16).collect();

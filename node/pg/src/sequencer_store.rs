@@ -143,6 +143,19 @@ impl SequencerStore {
             .await?)
     }
 
+    /// Whether the batch starting at `seq_first` is recorded under `epoch` (settles a
+    /// `record_batch` whose commit outcome was lost with the connection).
+    pub async fn is_recorded(&self, seq_first: Seq, epoch: u32) -> Result<bool, StoreError> {
+        let client = self.pool.get().await?;
+        let row = client
+            .query_opt(
+                "SELECT 1 FROM journal_outbox WHERE seq_first = $1 AND epoch = $2",
+                &[&to_i64(seq_first)?, &i64::from(epoch)],
+            )
+            .await?;
+        Ok(row.is_some())
+    }
+
     /// The recorded batches that hold seqs `from..=to` (gap pulls, dedupe rebuild), in order.
     pub async fn batches(&self, from: Seq, to: Seq) -> Result<Vec<OutboxBatch>, StoreError> {
         let client = self.pool.get().await?;

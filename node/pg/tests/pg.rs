@@ -64,7 +64,7 @@ async fn migrations_apply_once() {
         .await
         .map(|rows| rows.iter().map(|r| r.get(0)).collect())
         .unwrap_or_default();
-    assert_eq!(versions, vec!["0001_init".to_string(), "0002_plugin_state".to_string()]);
+    assert_eq!(versions, vec!["0001_init", "0002_account_fillfactor", "0003_plugin_state"]);
 }
 
 #[tokio::test]

@@ -4,11 +4,15 @@
 //! * `demo` ([`demo`]) — the embedded 3-center cluster with a built-in load generator and report.
 //! * `sim` ([`sim`]) — the deterministic simulator over many seeds, or one seed to replay.
 //! * `verify` ([`verify`]) — audit a data directory: replay the journal, compare checkpoints.
+//! * `node` ([`node`]) — one center of the production engine (Kafka journal + PostgreSQL).
+//! * `load` ([`load`]) — submit transfers to a running production cluster and measure them.
 //! * `reconcile` ([`reconcile`]) — compare the production engine's center databases.
 //!
 //! `anyhow` lives only here, at the binary's edge; the libraries return typed errors.
 
 mod demo;
+mod load;
+mod node;
 mod reconcile;
 mod sim;
 mod verify;
@@ -31,6 +35,10 @@ enum Command {
     Sim(sim::SimArgs),
     /// Audit a stopped cluster's data directory against its journal.
     Verify(verify::VerifyArgs),
+    /// Run one center of the production engine (Kafka + PostgreSQL); see scripts/run-dc1.sh.
+    Node(node::NodeArgs),
+    /// Submit transfers to a running production cluster; report throughput and latency.
+    Load(load::LoadArgs),
     /// Compare the center databases of the production engine (exit 1 on any difference).
     Reconcile(reconcile::ReconcileArgs),
 }
@@ -41,6 +49,8 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::run(args),
         Command::Sim(args) => sim::run(args),
         Command::Verify(args) => verify::run(args),
+        Command::Node(args) => node::run(args),
+        Command::Load(args) => load::run(args),
         Command::Reconcile(args) => reconcile::run(args),
     };
     match result {

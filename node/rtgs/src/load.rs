@@ -1,0 +1,392 @@
+//! `rtgs load`: generate N transfers, submit them to a running production cluster through the
+//! inbound topic, and measure until every one is final (a notice from its origin center).
+//!
+//! Setup first opens and funds `--accounts` accounts (ids `--account-base + 1 ..`; an account
+//! that exists already is answered RT01, which is fine) and waits for those to be final. Then the
+//! transfers go out in messages of `--batch` commands, the origin center rotating per message,
+//! at `--rate` transfers/s (0: as fast as the broker takes them). Each `bmi` is
+//! `RUN-T<i>`, so a run's payments are found in the databases by prefix.
+//!
+//! The report: submitted, settled (ACCC), rejected (RJCT by reason), refused (DUPL at the
+//! sequencer), missing, notices repeated (notices are at-least-once across a node crash),
+//! throughput (first submit → last final) and submit → final latency percentiles. Exit status 1
+//! if any transfer is not final before `--timeout-s`.
+
+use anyhow::Context;
+use clap::Args;
+use hdrhistogram::Histogram;
+use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::message::Message;
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::{Offset, TopicPartitionList};
+use rtgs_core::codec;
+use rtgs_core::entry::{AccountId, Bmi, CenterId, Command, Currency, Payload, RejectReason, Transfer};
+use rtgs_core::prng::Prng;
+use rtgs_kafka::topics::TopicNames;
+use rtgs_kafka::wire::{self, NoticeStatus};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(Args, Debug)]
+pub struct LoadArgs {
+    /// Transfers to submit.
+    #[arg(long, default_value_t = 50_000)]
+    pub transfers: u64,
+    /// Accounts to open, fund and pay between.
+    #[arg(long, default_value_t = 1_000)]
+    pub accounts: u64,
+    /// First account id is BASE + 1.
+    #[arg(long, default_value_t = 0)]
+    pub account_base: u64,
+    /// Funding per account, in minor units.
+    #[arg(long, default_value_t = 100_000_000)]
+    pub fund_minor: u64,
+    /// Transfers per second (0: as fast as possible).
+    #[arg(long, default_value_t = 0)]
+    pub rate: u64,
+    /// Commands per inbound message.
+    #[arg(long, default_value_t = 500)]
+    pub batch: usize,
+    /// Centers to spread the origin over (each notifies its own participants).
+    #[arg(long, default_value_t = 3)]
+    pub centers: u8,
+    #[arg(long, env = "RTGS_BOOTSTRAP", default_value = "127.0.0.1:9092")]
+    pub bootstrap: String,
+    #[arg(long, env = "RTGS_TOPIC_PREFIX", default_value = "rtgs")]
+    pub topic_prefix: String,
+    /// Prefix of every bmi of this run (default: derived from the clock).
+    #[arg(long)]
+    pub run_id: Option<String>,
+    /// Seed of the generated transfers.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Give up waiting for finality after this many seconds.
+    #[arg(long, default_value_t = 120)]
+    pub timeout_s: u64,
+    /// Do not open and fund the accounts (they exist).
+    #[arg(long)]
+    pub skip_setup: bool,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Serialize)]
+struct Report {
+    run_id: String,
+    submitted: u64,
+    settled: u64,
+    rejected: BTreeMap<String, u64>,
+    refused: u64,
+    missing: u64,
+    notices_repeated: u64,
+    setup_s: f64,
+    submit_s: f64,
+    elapsed_s: f64,
+    finalized_per_s: f64,
+    latency_ms_p50: f64,
+    latency_ms_p90: f64,
+    latency_ms_p99: f64,
+    latency_ms_max: f64,
+    ok: bool,
+}
+
+const STATUS_NONE: u8 = 0;
+const STATUS_SETTLED: u8 = 1;
+const STATUS_REFUSED: u8 = 2;
+/// Rejected: 16 + reason code.
+const STATUS_REJECTED: u8 = 16;
+
+/// What the notice collector fills in, indexed by transfer number (setup: opens then funds).
+struct Tracker {
+    run_id: String,
+    submitted_ns: Vec<AtomicU64>,
+    final_ns: Vec<AtomicU64>,
+    status: Vec<AtomicU8>,
+    setup_status: Vec<AtomicU8>,
+    finals: AtomicU64,
+    setup_finals: AtomicU64,
+    repeated: AtomicU64,
+}
+
+impl Tracker {
+    /// (kind, index) from a bmi of this run: `RUN-T12`, `RUN-O3`, `RUN-F3`.
+    fn parse(&self, bmi: &Bmi) -> Option<(u8, usize)> {
+        let rest = bmi.as_str().strip_prefix(self.run_id.as_str())?.strip_prefix('-')?;
+        let kind = *rest.as_bytes().first()?;
+        Some((kind, rest[1..].parse().ok()?))
+    }
+}
+
+pub fn run(args: LoadArgs) -> anyhow::Result<ExitCode> {
+    if args.batch == 0 || args.accounts < 2 || args.centers == 0 {
+        anyhow::bail!("--batch must be ≥ 1, --accounts ≥ 2 and --centers ≥ 1");
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let report = rt.block_on(load(&args))?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!(
+            "load {}: {} submitted, {} settled, {:?} rejected, {} refused, {} MISSING, {} notices repeated",
+            report.run_id,
+            report.submitted,
+            report.settled,
+            report.rejected,
+            report.refused,
+            report.missing,
+            report.notices_repeated
+        );
+        println!(
+            "  setup {:.2} s, submit {:.2} s, all final after {:.2} s: {:.0} finalized/s; submit→final \
+             p50 {:.1} ms, p90 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+            report.setup_s,
+            report.submit_s,
+            report.elapsed_s,
+            report.finalized_per_s,
+            report.latency_ms_p50,
+            report.latency_ms_p90,
+            report.latency_ms_p99,
+            report.latency_ms_max
+        );
+    }
+    Ok(if report.ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+fn bmi(run: &str, kind: char, i: u64) -> anyhow::Result<Bmi> {
+    Bmi::new(format!("{run}-{kind}{i}").as_bytes()).map_err(|e| anyhow::anyhow!("bmi of run {run:?}: {e:?}"))
+}
+
+async fn load(args: &LoadArgs) -> anyhow::Result<Report> {
+    let topics = TopicNames::with_prefix(&args.topic_prefix);
+    let run_id = args.run_id.clone().unwrap_or_else(|| format!("L{:08x}", super::node::now_us() as u32));
+    let n = args.transfers as usize;
+    let a = args.accounts as usize;
+    let tracker = Arc::new(Tracker {
+        run_id: run_id.clone(),
+        submitted_ns: (0..n).map(|_| AtomicU64::new(0)).collect(),
+        final_ns: (0..n).map(|_| AtomicU64::new(0)).collect(),
+        status: (0..n).map(|_| AtomicU8::new(STATUS_NONE)).collect(),
+        setup_status: (0..2 * a).map(|_| AtomicU8::new(STATUS_NONE)).collect(),
+        finals: AtomicU64::new(0),
+        setup_finals: AtomicU64::new(0),
+        repeated: AtomicU64::new(0),
+    });
+    let producer = rtgs_kafka::clients::producer(&args.bootstrap, &format!("load-{run_id}"))?;
+    let consumer: StreamConsumer = rtgs_kafka::clients::consumer(
+        &args.bootstrap,
+        &format!("{}.load-{run_id}", args.topic_prefix),
+        &format!("load-{run_id}"),
+        rdkafka::consumer::DefaultConsumerContext,
+    )?;
+    // Start reading notices where the topic ends now: this run's notices all come later.
+    let (_, high) =
+        consumer.fetch_watermarks(&topics.notify, 0, Duration::from_secs(20)).with_context(|| {
+            format!("cannot read topic {} on {} (is the cluster up?)", topics.notify, args.bootstrap)
+        })?;
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(&topics.notify, 0, Offset::Offset(high))?;
+    consumer.assign(&tpl)?;
+    let t0 = Instant::now();
+    let collector = {
+        let tracker = Arc::clone(&tracker);
+        tokio::spawn(async move { collect(consumer, tracker, t0).await })
+    };
+    let deadline = t0 + Duration::from_secs(args.timeout_s);
+    let eur = Currency::new(b"EUR").map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    let origin = |k: usize| CenterId(1 + (k % usize::from(args.centers)) as u8);
+
+    // Setup: open, then fund (separate messages: funding needs the open applied first, and the
+    // journal keeps their order).
+    let mut setup_s = 0.0;
+    if !args.skip_setup {
+        for (kind, offset) in [('O', 0usize), ('F', a)] {
+            let commands: Vec<Command> = (0..a as u64)
+                .map(|i| {
+                    let account = AccountId(args.account_base + 1 + i);
+                    let payload = if kind == 'O' {
+                        Payload::AccountOpen { account, currency: eur }
+                    } else {
+                        Payload::AccountFund { account, amount_minor: args.fund_minor }
+                    };
+                    Ok(Command { origin: origin(i as usize), bmi: bmi(&run_id, kind, i)?, payload })
+                })
+                .collect::<anyhow::Result<_>>()?;
+            for (k, chunk) in commands.chunks(args.batch).enumerate() {
+                submit(&producer, &topics.inbound, chunk, k as u64).await?;
+            }
+            let want = (offset + a) as u64;
+            while tracker.setup_finals.load(Ordering::Acquire) < want {
+                if Instant::now() > deadline {
+                    anyhow::bail!(
+                        "setup: only {} of {want} account operations final after {} s",
+                        tracker.setup_finals.load(Ordering::Acquire),
+                        args.timeout_s
+                    );
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+        setup_s = t0.elapsed().as_secs_f64();
+    }
+
+    // Transfers.
+    let mut prng = Prng::new(args.seed);
+    let started = Instant::now();
+    let mut commands = Vec::with_capacity(args.batch);
+    let mut message = 0u64;
+    for i in 0..n as u64 {
+        let debtor = prng.below(args.accounts);
+        let creditor = (debtor + 1 + prng.below(args.accounts - 1)) % args.accounts;
+        commands.push(Command {
+            origin: origin(message as usize),
+            bmi: bmi(&run_id, 'T', i)?,
+            payload: Payload::Transfer(Transfer {
+                debtor: AccountId(args.account_base + 1 + debtor),
+                creditor: AccountId(args.account_base + 1 + creditor),
+                amount_minor: 1 + prng.below(10_000),
+                currency: eur,
+            }),
+        });
+        if commands.len() == args.batch || i + 1 == n as u64 {
+            if args.rate > 0 {
+                let due = started
+                    + Duration::from_secs_f64((i + 1 - commands.len() as u64) as f64 / args.rate as f64);
+                tokio::time::sleep_until(due.into()).await;
+            }
+            let at = t0.elapsed().as_nanos() as u64;
+            let first = i + 1 - commands.len() as u64;
+            for j in first..=i {
+                tracker.submitted_ns[j as usize].store(at, Ordering::Relaxed);
+            }
+            submit(&producer, &topics.inbound, &commands, message).await?;
+            commands.clear();
+            message += 1;
+        }
+    }
+    let submit_s = started.elapsed().as_secs_f64();
+    while tracker.finals.load(Ordering::Acquire) < n as u64 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    collector.abort();
+
+    let mut hist = Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3)?;
+    let (mut settled, mut refused, mut missing) = (0, 0, 0);
+    let mut rejected = BTreeMap::new();
+    let mut last_final = 0u64;
+    for i in 0..n {
+        let status = tracker.status[i].load(Ordering::Acquire);
+        match status {
+            STATUS_NONE => {
+                missing += 1;
+                continue;
+            }
+            STATUS_SETTLED => settled += 1,
+            STATUS_REFUSED => refused += 1,
+            s => {
+                let code =
+                    RejectReason::from_code(u16::from(s - STATUS_REJECTED)).map_or("?", |r| r.iso_code());
+                *rejected.entry(code.to_string()).or_insert(0u64) += 1;
+            }
+        }
+        let f = tracker.final_ns[i].load(Ordering::Acquire);
+        last_final = last_final.max(f);
+        let us = f.saturating_sub(tracker.submitted_ns[i].load(Ordering::Acquire)) / 1_000;
+        hist.record(us.max(1))?;
+    }
+    let first_submit = tracker.submitted_ns.first().map_or(0, |t| t.load(Ordering::Acquire));
+    let elapsed_s = last_final.saturating_sub(first_submit) as f64 / 1e9;
+    let done = n as u64 - missing;
+    let ms = |q: f64| hist.value_at_quantile(q) as f64 / 1e3;
+    Ok(Report {
+        run_id,
+        submitted: n as u64,
+        settled,
+        rejected,
+        refused,
+        missing,
+        notices_repeated: tracker.repeated.load(Ordering::Acquire),
+        setup_s,
+        submit_s,
+        elapsed_s,
+        finalized_per_s: if elapsed_s > 0.0 { done as f64 / elapsed_s } else { 0.0 },
+        latency_ms_p50: ms(0.50),
+        latency_ms_p90: ms(0.90),
+        latency_ms_p99: ms(0.99),
+        latency_ms_max: hist.max() as f64 / 1e3,
+        ok: missing == 0,
+    })
+}
+
+async fn submit(
+    producer: &FutureProducer,
+    topic: &str,
+    commands: &[Command],
+    key: u64,
+) -> anyhow::Result<()> {
+    let mut body = Vec::with_capacity(commands.len() * 64);
+    codec::encode_commands_frame(commands, &mut body);
+    let key = key.to_be_bytes();
+    loop {
+        match producer
+            .send(FutureRecord::to(topic).payload(&body).key(&key[..]), Duration::from_secs(10))
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err((e, _)) => {
+                eprintln!("load: submit: {e}; again");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+async fn collect(consumer: StreamConsumer, tracker: Arc<Tracker>, t0: Instant) {
+    let mut notices = Vec::new();
+    loop {
+        let payload = match consumer.recv().await {
+            Ok(m) => m.payload().unwrap_or(&[]).to_vec(),
+            Err(e) => {
+                eprintln!("load: notices: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let now = t0.elapsed().as_nanos() as u64;
+        notices.clear();
+        if wire::decode_notices(&payload, &mut notices).is_none() {
+            eprintln!("load: a notice message does not decode; ignored");
+            continue;
+        }
+        for notice in &notices {
+            let Some((kind, i)) = tracker.parse(&notice.bmi) else { continue };
+            let status = match notice.status {
+                NoticeStatus::Settled => STATUS_SETTLED,
+                NoticeStatus::Refused => STATUS_REFUSED,
+                NoticeStatus::Rejected(o) => STATUS_REJECTED + o.code() as u8,
+            };
+            let (slot, counter) = match kind {
+                b'T' if i < tracker.status.len() => (&tracker.status[i], &tracker.finals),
+                b'O' if i < tracker.setup_status.len() / 2 => {
+                    (&tracker.setup_status[i], &tracker.setup_finals)
+                }
+                b'F' if i < tracker.setup_status.len() / 2 => {
+                    (&tracker.setup_status[tracker.setup_status.len() / 2 + i], &tracker.setup_finals)
+                }
+                _ => continue,
+            };
+            if slot.swap(status, Ordering::AcqRel) == STATUS_NONE {
+                if kind == b'T' {
+                    tracker.final_ns[i].store(now, Ordering::Release);
+                }
+                counter.fetch_add(1, Ordering::AcqRel);
+            } else {
+                tracker.repeated.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}

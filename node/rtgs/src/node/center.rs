@@ -1,0 +1,444 @@
+//! One center's apply path: journal → gap buffer → ledger → PostgreSQL → applied-acks.
+//!
+//! The reader task consumes the journal from the offset after its watermark, drops seqs already
+//! applied (republished batches), reorders through the core's gap buffer and applies the
+//! contiguous run to the ledger. A gap that outlives `GAP_TIMEOUT_US` (core limits) is pulled back from the
+//! sequencer's outbox (never skipped) and counted. Applied runs go, cut at message boundaries,
+//! over a bounded queue to the committer task, which writes each in one transaction (with the
+//! finality progress the finality task reached) and only then publishes the acks.
+//!
+//! At start the committed-but-unfinal acks are published again: an ack lost in a crash between
+//! commit and publish is not lost for the finalizers.
+
+use super::finality::{Shared, Start};
+use super::{now_us, retry_pg, Node};
+use anyhow::Context;
+use futures_util::FutureExt;
+use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::message::Message;
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::{Offset, TopicPartitionList};
+use rtgs_core::codec;
+use rtgs_core::entry::{Bmi, Currency, Entry, Seq};
+use rtgs_core::gap_buffer::{gap_buffer, GapConsumer, GapProducer, Insert};
+use rtgs_core::ledger::{Account, Applied, Ledger};
+use rtgs_core::limits::{GAP_BUFFER_SLOTS, SEQUENCER_BATCH_ENTRIES_MAX};
+use rtgs_kafka::wire;
+use rtgs_pg::center_store::{BatchCommit, CenterStore};
+use rtgs_pg::sequencer_store::SequencerStore;
+use rtgs_pg::StoreError;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// Applied batches waiting for their commit (bounded: back-pressure on the reader).
+const COMMIT_QUEUE_BATCHES: usize = 16;
+/// Queued batches are merged into one commit up to about this many entries.
+const MERGED_COMMIT_ENTRIES_MAX: usize = 65_536;
+/// Cut a commit batch at this many entries (whole journal messages).
+const COMMIT_BATCH_ENTRIES: usize = SEQUENCER_BATCH_ENTRIES_MAX;
+/// Commit finality progress alone when no entry arrives for this long.
+const IDLE_COMMIT: Duration = Duration::from_millis(50);
+
+/// An applied run, ready to commit.
+pub struct Job {
+    entries: Vec<Entry>,
+    applied: Vec<Applied>,
+    changed: Vec<Account>,
+    funded: Vec<(Currency, u64)>,
+    journal_offset: i64,
+}
+
+impl Job {
+    /// Appends the next job (its balances are newer: they win).
+    fn merge(&mut self, next: Job) {
+        self.entries.extend(next.entries);
+        self.applied.extend(next.applied);
+        self.journal_offset = next.journal_offset;
+        let mut changed = std::mem::take(&mut self.changed);
+        changed.extend(next.changed);
+        // Stable sort by id, then keep the last (newest) of each id.
+        changed.sort_by_key(|a| a.id);
+        let mut merged: Vec<Account> = Vec::with_capacity(changed.len());
+        for a in changed {
+            match merged.last_mut() {
+                Some(last) if last.id == a.id => *last = a,
+                _ => merged.push(a),
+            }
+        }
+        self.changed = merged;
+        for (currency, total) in next.funded {
+            match self.funded.iter_mut().find(|(c, _)| *c == currency) {
+                Some(f) => f.1 = total,
+                None => self.funded.push((currency, total)),
+            }
+        }
+    }
+}
+
+/// What this center's origin entries need for a notice once final: seq, bmi, own outcome.
+pub type NoticeItem = (Applied, Bmi);
+
+type Task = Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send>>;
+
+pub struct Center {
+    start: Start,
+    tasks: Vec<Task>,
+}
+
+impl Center {
+    pub async fn start(
+        node: &Arc<Node>,
+        center_pool: deadpool_postgres::Pool,
+        seq_pool: deadpool_postgres::Pool,
+        shared: Arc<Shared>,
+        notice_tx: mpsc::Sender<Vec<NoticeItem>>,
+    ) -> anyhow::Result<Center> {
+        let store = Arc::new(CenterStore::new(center_pool));
+        let stored = retry_pg(node, "load center state", || store.load()).await?;
+        let mut ledger = stored.ledger;
+        ledger.track_changes(true);
+        let seq_applied = ledger.seq_applied();
+        node.stats.seq_applied.store(seq_applied, Ordering::Relaxed);
+        node.stats.seq_committed.store(seq_applied, Ordering::Relaxed);
+        node.stats.seq_unfinal_first.store(stored.seq_unfinal_first, Ordering::Relaxed);
+        eprintln!(
+            "{}: center resumes after seq {seq_applied} (journal offset {}), finality from seq {} (ack offset {})",
+            node.name, stored.journal_offset, stored.seq_unfinal_first, stored.ack_offset
+        );
+        shared.resume(stored.seq_unfinal_first, stored.ack_offset);
+        let producer = rtgs_kafka::clients::producer(&node.bootstrap, &format!("{}-center", node.name))?;
+        // Acks committed but maybe never published, and the origin's notices still owed.
+        let unfinal =
+            retry_pg(node, "read unfinal entries", || store.applied_since(stored.seq_unfinal_first)).await?;
+        let acks: Vec<Applied> = unfinal.iter().map(|(a, _, _)| *a).collect();
+        for chunk in acks.chunks(COMMIT_BATCH_ENTRIES) {
+            publish_acks(node, &producer, chunk).await?;
+        }
+        let owed: Vec<NoticeItem> = unfinal
+            .iter()
+            .filter(|(_, origin, _)| *origin == node.center)
+            .map(|(a, _, b)| (*a, *b))
+            .collect();
+        if !owed.is_empty() {
+            notice_tx.send(owed).await.context("finality task is gone")?;
+        }
+        let (job_tx, job_rx) = mpsc::channel(COMMIT_QUEUE_BATCHES);
+        let reader = Reader {
+            node: Arc::clone(node),
+            ledger,
+            journal_offset: stored.journal_offset,
+            seq_store: SequencerStore::new(seq_pool),
+            job_tx,
+        };
+        let committer = Committer { node: Arc::clone(node), store, producer, shared, notice_tx };
+        Ok(Center {
+            start: Start { seq_unfinal_first: stored.seq_unfinal_first, ack_offset: stored.ack_offset },
+            tasks: vec![Box::pin(reader.run()), Box::pin(committer.run(job_rx))],
+        })
+    }
+
+    pub fn finality_start(&self) -> Start {
+        self.start
+    }
+
+    pub fn into_tasks(self) -> Vec<Task> {
+        self.tasks
+    }
+}
+
+async fn publish_acks(node: &Node, producer: &FutureProducer, acks: &[Applied]) -> anyhow::Result<()> {
+    let Some(body) = wire::encode_acks(node.center, acks) else {
+        anyhow::bail!("acks to publish are not contiguous (seq {:?})", acks.first().map(|a| a.seq));
+    };
+    loop {
+        let record = FutureRecord::<(), _>::to(&node.topics.applied).payload(&body);
+        match producer.send(record, Duration::from_secs(5)).await {
+            Ok(_) => return Ok(()),
+            Err((e, _)) => {
+                eprintln!("{}: publishing acks: {e}; again", node.name);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+struct Reader {
+    node: Arc<Node>,
+    ledger: Ledger,
+    /// Offset of the last journal message whose entries are all applied.
+    journal_offset: i64,
+    seq_store: SequencerStore,
+    job_tx: mpsc::Sender<Job>,
+}
+
+impl Reader {
+    async fn run(mut self) -> anyhow::Result<()> {
+        let node = Arc::clone(&self.node);
+        let consumer: StreamConsumer = rtgs_kafka::clients::consumer(
+            &node.bootstrap,
+            &node.group(&format!("ledger-{}", node.name)),
+            &format!("{}-ledger", node.name),
+            rdkafka::consumer::DefaultConsumerContext,
+        )?;
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(&node.topics.journal, 0, Offset::Offset(self.journal_offset + 1))?;
+        consumer.assign(&tpl).context("assign the journal partition")?;
+        let (producer, mut gaps) = gap_buffer::<Entry>(GAP_BUFFER_SLOTS, self.ledger.seq_applied() + 1);
+        let mut job = self.new_job();
+        let mut decoded = Vec::new();
+        let mut messages = 0u64;
+        // Highest seq inserted: while above the ledger's, entries wait behind a gap and the
+        // journal offset stays at the last message that is applied whole.
+        let mut seq_seen_max = self.ledger.seq_applied();
+        loop {
+            let first = tokio::time::timeout(Duration::from_millis(20), consumer.recv()).await;
+            let mut batch_messages = Vec::new();
+            match first {
+                Ok(Ok(m)) => batch_messages.push((m.offset(), m.payload().unwrap_or(&[]).to_vec())),
+                Ok(Err(e)) => {
+                    eprintln!("{}: journal: {e}", node.name);
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(_) => {}
+            }
+            let mut bytes: usize = batch_messages.iter().map(|(_, p)| p.len()).sum();
+            while !batch_messages.is_empty() && bytes < COMMIT_BATCH_ENTRIES * 64 {
+                match consumer.recv().now_or_never() {
+                    Some(Ok(m)) => {
+                        bytes += m.payload().map_or(0, <[u8]>::len);
+                        batch_messages.push((m.offset(), m.payload().unwrap_or(&[]).to_vec()));
+                    }
+                    _ => break,
+                }
+            }
+            for (offset, payload) in &batch_messages {
+                messages += 1;
+                if node.fault_drop_journal_one_in > 0 && messages % node.fault_drop_journal_one_in == 0 {
+                    continue; // drill: this message is "lost"; the gap pull must recover it
+                }
+                decoded.clear();
+                let mut at = 0;
+                while at < payload.len() {
+                    match codec::decode_frame(&payload[at..], &mut decoded) {
+                        Ok(Some(n)) => at += n,
+                        // The journal is written only by the sequencer: damage is an invariant
+                        // violation, not input. Stop.
+                        Ok(None) | Err(_) => {
+                            anyhow::bail!("journal message at offset {offset} does not decode")
+                        }
+                    }
+                }
+                for e in decoded.drain(..) {
+                    seq_seen_max = seq_seen_max.max(e.seq);
+                    self.insert(&producer, &mut gaps, e).await?;
+                }
+                self.apply_ready(&mut gaps, &mut job);
+                if seq_seen_max <= self.ledger.seq_applied() {
+                    self.journal_offset = self.journal_offset.max(*offset);
+                }
+            }
+            if let Some(gap) = gaps.poll_gap(now_us()) {
+                self.pull_gap(&producer, &mut gaps, gap.seq_missing_first, gap.seq_seen_max).await?;
+                self.apply_ready(&mut gaps, &mut job);
+            }
+            job.journal_offset = self.journal_offset;
+            if !job.entries.is_empty()
+                && (batch_messages.is_empty() || job.entries.len() >= COMMIT_BATCH_ENTRIES)
+            {
+                let full = std::mem::replace(&mut job, self.new_job());
+                self.send(full).await?;
+            } else if !job.entries.is_empty() && job.entries.len() >= COMMIT_BATCH_ENTRIES / 4 {
+                let full = std::mem::replace(&mut job, self.new_job());
+                self.send(full).await?;
+            }
+        }
+    }
+
+    fn new_job(&self) -> Job {
+        Job {
+            entries: Vec::new(),
+            applied: Vec::new(),
+            changed: Vec::new(),
+            funded: Vec::new(),
+            journal_offset: self.journal_offset,
+        }
+    }
+
+    async fn send(&mut self, mut job: Job) -> anyhow::Result<()> {
+        let funded = self.ledger.take_changed(&mut job.changed);
+        job.funded = funded.to_vec();
+        self.job_tx.send(job).await.map_err(|_| anyhow::anyhow!("the committer stopped"))
+    }
+
+    /// Inserts one entry into the gap buffer (dropping one already applied).
+    async fn insert(
+        &mut self,
+        producer: &GapProducer<Entry>,
+        gaps: &mut GapConsumer<Entry>,
+        e: Entry,
+    ) -> anyhow::Result<()> {
+        if e.seq < gaps.seq_next() {
+            return Ok(()); // applied already (a republished batch)
+        }
+        let seq = e.seq;
+        match producer.insert(seq, e) {
+            Insert::Stored | Insert::Duplicate | Insert::Applied => Ok(()),
+            Insert::Full(e) => {
+                // Too far ahead of the missing seq: fetch the hole now instead of waiting.
+                let next = gaps.seq_next();
+                self.pull_gap(producer, gaps, next, seq - 1).await?;
+                let mut job = self.new_job();
+                self.apply_ready(gaps, &mut job);
+                if !job.entries.is_empty() {
+                    self.send(job).await?;
+                }
+                match producer.insert(seq, e) {
+                    Insert::Stored | Insert::Duplicate | Insert::Applied => Ok(()),
+                    _ => anyhow::bail!("seq {seq} does not fit the gap buffer after the gap pull"),
+                }
+            }
+            Insert::OutOfRange => anyhow::bail!("journal seq {seq} is out of range"),
+        }
+    }
+
+    /// Reads `from..=to` back from the sequencer's outbox into the gap buffer.
+    async fn pull_gap(
+        &mut self,
+        producer: &GapProducer<Entry>,
+        gaps: &mut GapConsumer<Entry>,
+        from: Seq,
+        to: Seq,
+    ) -> anyhow::Result<()> {
+        let node = Arc::clone(&self.node);
+        let store = &self.seq_store;
+        let batches = retry_pg(&node, "gap pull", || store.batches(from, to)).await?;
+        let mut entries = Vec::new();
+        for b in &batches {
+            let mut at = 0;
+            while at < b.frames.len() {
+                match codec::decode_frame(&b.frames[at..], &mut entries) {
+                    Ok(Some(n)) => at += n,
+                    _ => anyhow::bail!("outbox batch {} does not decode", b.seq_first),
+                }
+            }
+        }
+        let mut pulled = 0u64;
+        for e in entries {
+            if e.seq >= gaps.seq_next() && e.seq <= to {
+                if let Insert::Stored = producer.insert(e.seq, e) {
+                    pulled += 1;
+                }
+            }
+        }
+        node.stats.gap_pulls.fetch_add(1, Ordering::Relaxed);
+        node.stats.gap_entries_pulled.fetch_add(pulled, Ordering::Relaxed);
+        eprintln!("{}: gap timeout: seqs {from}..={to} pulled from the outbox ({pulled} entries)", node.name);
+        Ok(())
+    }
+
+    fn apply_ready(&mut self, gaps: &mut GapConsumer<Entry>, job: &mut Job) {
+        let ledger = &mut self.ledger;
+        gaps.drain(usize::MAX, now_us(), |_, e| {
+            let a = ledger.apply(&e);
+            job.applied.push(a);
+            job.entries.push(e);
+        });
+        self.node.stats.seq_applied.store(self.ledger.seq_applied(), Ordering::Relaxed);
+    }
+}
+
+struct Committer {
+    node: Arc<Node>,
+    store: Arc<CenterStore>,
+    producer: FutureProducer,
+    shared: Arc<Shared>,
+    notice_tx: mpsc::Sender<Vec<NoticeItem>>,
+}
+
+impl Committer {
+    async fn run(self, mut jobs: mpsc::Receiver<Job>) -> anyhow::Result<()> {
+        let node = Arc::clone(&self.node);
+        loop {
+            let mut job = match tokio::time::timeout(IDLE_COMMIT, jobs.recv()).await {
+                Ok(Some(job)) => Some(job),
+                Ok(None) => anyhow::bail!("the journal reader stopped"),
+                Err(_) => None,
+            };
+            // Behind? Commit what queued up as one transaction: an account that changed in
+            // several batches is written once (balance upserts are the dearest rows here).
+            if let Some(j) = job.as_mut() {
+                while j.entries.len() < MERGED_COMMIT_ENTRIES_MAX {
+                    match jobs.try_recv() {
+                        Ok(next) => j.merge(next),
+                        Err(_) => break,
+                    }
+                }
+            }
+            let progress = self.shared.take();
+            if job.is_none() && progress.is_none() {
+                continue;
+            }
+            let progress = progress.unwrap_or_else(|| self.shared.current());
+            let empty = Job {
+                entries: Vec::new(),
+                applied: Vec::new(),
+                changed: Vec::new(),
+                funded: Vec::new(),
+                journal_offset: -1,
+            };
+            let job = job.unwrap_or(empty);
+            let commit = BatchCommit {
+                entries: &job.entries,
+                applied: &job.applied,
+                journal_offset: job.journal_offset,
+                changed_accounts: &job.changed,
+                funded: &job.funded,
+                final_ranges: &progress.ranges,
+                tallies: &[],
+                seq_unfinal_first: progress.seq_unfinal_first,
+                ack_offset: progress.ack_offset,
+            };
+            let last = job.applied.last().map(|a| a.seq);
+            loop {
+                match self.store.commit_batch(&commit).await {
+                    Ok(()) => break,
+                    Err(e @ (StoreError::Pg(_) | StoreError::Pool(_))) => {
+                        node.stats.pg_retries.fetch_add(1, Ordering::Relaxed);
+                        eprintln!("{}: commit: {e}; retrying until PostgreSQL answers", node.name);
+                        tokio::time::sleep(super::RETRY_PAUSE).await;
+                        // The commit may have happened before the connection was lost.
+                        let store = &self.store;
+                        let applied = retry_pg(&node, "read watermark", || store.seq_applied()).await?;
+                        if last.is_some_and(|l| applied >= l) {
+                            break;
+                        }
+                    }
+                    Err(e) => return Err(e).context("commit of an applied batch"),
+                }
+            }
+            if let Some(last) = last {
+                node.stats.seq_committed.store(last, Ordering::Relaxed);
+                node.stats.batches_committed.fetch_add(1, Ordering::Relaxed);
+                // Acks only after the commit (mission.md §2.5).
+                publish_acks(&node, &self.producer, &job.applied).await?;
+                let owed: Vec<NoticeItem> = job
+                    .entries
+                    .iter()
+                    .zip(&job.applied)
+                    .filter(|(e, _)| e.origin == node.center && !e.bmi.is_none())
+                    .map(|(e, a)| (*a, e.bmi))
+                    .collect();
+                if !owed.is_empty() {
+                    self.notice_tx
+                        .send(owed)
+                        .await
+                        .map_err(|_| anyhow::anyhow!("the finality task stopped"))?;
+                }
+            }
+        }
+    }
+}

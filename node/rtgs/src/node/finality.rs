@@ -1,0 +1,272 @@
+//! The quorum finalizer of one center over the applied-acks topic, and the origin's notices.
+//!
+//! Every center counts every center's acks (its own included, read back from the topic like the
+//! others). Finality is monotone in seq (each center acks in seq order, so the second ack of a
+//! seq never comes before the second ack of an earlier one); a seq is final once it is below the
+//! finalizer's `seq_unfinal_first`.
+//!
+//! Restart without losing an ack: no tallies are written; instead the committer persists, with
+//! the finality ranges, the ack offset to resume from — the first ack message that still holds an
+//! ack of a seq that is not final. Replaying from there rebuilds every pending tally exactly
+//! (mission.md §2.5: "resume from a point no later than the first ack of the oldest unfinalized
+//! seq"); a finalized seq is never declared again because the finalizer starts at the persisted
+//! `seq_unfinal_first`.
+//!
+//! Notices: the origin center tells the participant, once per final seq, after the notice is
+//! confirmed by the broker and before that progress is handed to the committer — so a crash
+//! re-sends (at-least-once), never loses, a notice.
+
+use super::center::NoticeItem;
+use super::Node;
+use anyhow::Context;
+use futures_util::FutureExt;
+use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::message::Message;
+use rdkafka::producer::FutureRecord;
+use rdkafka::{Offset, TopicPartitionList};
+use rtgs_core::entry::{CenterId, Outcome, Seq};
+use rtgs_core::finalizer::{AckResult, Finality, Finalizer};
+use rtgs_core::ledger::Applied;
+use rtgs_core::limits::FINALIZER_WINDOW_SEQS;
+use rtgs_kafka::wire::{self, Notice, NoticeStatus};
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// Where the finalizer resumes.
+#[derive(Copy, Clone, Debug)]
+pub struct Start {
+    pub seq_unfinal_first: Seq,
+    pub ack_offset: i64,
+}
+
+/// Finality progress not yet committed.
+#[derive(Clone, Debug, Default)]
+pub struct Progress {
+    pub ranges: Vec<(Seq, Seq)>,
+    pub seq_unfinal_first: Seq,
+    pub ack_offset: i64,
+}
+
+/// Hand-over from the finality task to the committer.
+#[derive(Default)]
+pub struct Shared {
+    inner: Mutex<(Progress, bool)>,
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, (Progress, bool)> {
+        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+    pub fn resume(&self, seq_unfinal_first: Seq, ack_offset: i64) {
+        *self.lock() = (Progress { ranges: Vec::new(), seq_unfinal_first, ack_offset }, false);
+    }
+    /// The progress since the last take, if any.
+    pub fn take(&self) -> Option<Progress> {
+        let mut g = self.lock();
+        if !g.1 {
+            return None;
+        }
+        g.1 = false;
+        let ranges = std::mem::take(&mut g.0.ranges);
+        Some(Progress { ranges, ..g.0.clone() })
+    }
+    /// The position without new ranges (for a commit of entries only).
+    pub fn current(&self) -> Progress {
+        let g = self.lock();
+        Progress { ranges: Vec::new(), ..g.0.clone() }
+    }
+    fn publish(&self, ranges: &mut Vec<(Seq, Seq)>, seq_unfinal_first: Seq, ack_offset: i64) {
+        let mut g = self.lock();
+        let p = &mut g.0;
+        for (lo, hi) in ranges.drain(..) {
+            match p.ranges.last_mut() {
+                Some(last) if last.1 + 1 == lo => last.1 = hi,
+                _ => p.ranges.push((lo, hi)),
+            }
+        }
+        if (p.seq_unfinal_first, p.ack_offset) != (seq_unfinal_first, ack_offset) || !p.ranges.is_empty() {
+            p.seq_unfinal_first = seq_unfinal_first;
+            p.ack_offset = ack_offset;
+            g.1 = true;
+        }
+    }
+}
+
+struct State {
+    finalizer: Finalizer,
+    /// (offset, highest seq) of consumed ack messages that may still hold a pending seq's ack.
+    offsets: VecDeque<(i64, Seq)>,
+    last_offset: i64,
+    /// Acks refused as too far ahead: offered again as finality advances (back-pressure).
+    held: VecDeque<(CenterId, Applied)>,
+    events: Vec<Finality>,
+    ranges: Vec<(Seq, Seq)>,
+    pending: VecDeque<NoticeItem>,
+}
+
+impl State {
+    fn feed(&mut self, node: &Node, center: CenterId, acks: impl Iterator<Item = Applied>) {
+        let mut acks = acks.peekable();
+        while let Some(ack) = acks.next() {
+            if !self.held.is_empty() {
+                self.held.push_back((center, ack));
+                continue;
+            }
+            if self.finalizer.handle_ack(center, ack, &mut self.events) == AckResult::Deferred {
+                self.held.push_back((center, ack));
+                self.held.extend(acks.by_ref().map(|a| (center, a)));
+            }
+        }
+        self.settle(node);
+    }
+
+    fn retry_held(&mut self, node: &Node) {
+        while let Some(&(center, ack)) = self.held.front() {
+            if self.finalizer.handle_ack(center, ack, &mut self.events) == AckResult::Deferred {
+                break;
+            }
+            self.held.pop_front();
+        }
+        self.settle(node);
+    }
+
+    fn settle(&mut self, node: &Node) {
+        for event in self.events.drain(..) {
+            match event {
+                Finality::Final { seq, .. } => match self.ranges.last_mut() {
+                    Some(last) if last.1 + 1 == seq => last.1 = seq,
+                    _ => self.ranges.push((seq, seq)),
+                },
+                Finality::Divergence { seq, center, first, reported } => {
+                    node.stats.divergences.fetch_add(1, Ordering::Relaxed);
+                    node.stats.halted.store(true, Ordering::Relaxed);
+                    eprintln!(
+                        "{}: ALARM: DIVERGENCE at seq {seq}: DC{} reported {reported:?}, first report was \
+                         {first:?}. Finality is halted; nothing more is finalized until an operator \
+                         intervenes.",
+                        node.name, center.0
+                    );
+                }
+            }
+        }
+        let unfinal = self.finalizer.seq_unfinal_first();
+        while self.offsets.front().is_some_and(|&(_, max)| max < unfinal) {
+            self.offsets.pop_front();
+        }
+        node.stats.seq_unfinal_first.store(unfinal, Ordering::Relaxed);
+        node.stats.finalized.store(self.finalizer.finalized_total(), Ordering::Relaxed);
+    }
+
+    /// The ack offset a restart resumes after.
+    fn ack_offset(&self) -> i64 {
+        self.offsets.front().map_or(self.last_offset, |&(offset, _)| offset - 1)
+    }
+
+    /// Notices owed for seqs that are final now (none while finality is halted).
+    fn due_notices(&mut self) -> Vec<Notice> {
+        let mut out = Vec::new();
+        if self.finalizer.is_halted() {
+            return out;
+        }
+        let unfinal = self.finalizer.seq_unfinal_first();
+        while self.pending.front().is_some_and(|(a, _)| a.seq < unfinal) {
+            let Some((a, bmi)) = self.pending.pop_front() else { break };
+            let status = match a.outcome {
+                Outcome::Accepted => NoticeStatus::Settled,
+                o @ Outcome::Rejected(_) => NoticeStatus::Rejected(o),
+            };
+            out.push(Notice { seq: a.seq, status, bmi });
+        }
+        out
+    }
+}
+
+pub async fn run(
+    node: Arc<Node>,
+    start: Start,
+    shared: Arc<Shared>,
+    mut notice_rx: mpsc::Receiver<Vec<NoticeItem>>,
+) -> anyhow::Result<()> {
+    let consumer: StreamConsumer = rtgs_kafka::clients::consumer(
+        &node.bootstrap,
+        &node.group(&format!("finalizer-{}", node.name)),
+        &format!("{}-finalizer", node.name),
+        rdkafka::consumer::DefaultConsumerContext,
+    )?;
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(&node.topics.applied, 0, Offset::Offset(start.ack_offset + 1))?;
+    consumer.assign(&tpl).context("assign the applied-acks partition")?;
+    let producer = rtgs_kafka::clients::producer(&node.bootstrap, &format!("{}-notify", node.name))?;
+    let mut s = State {
+        finalizer: Finalizer::with_window(node.center_count, FINALIZER_WINDOW_SEQS, start.seq_unfinal_first),
+        offsets: VecDeque::new(),
+        last_offset: start.ack_offset,
+        held: VecDeque::new(),
+        events: Vec::new(),
+        ranges: Vec::new(),
+        pending: VecDeque::new(),
+    };
+    let mut acks = Vec::new();
+    loop {
+        tokio::select! {
+            biased;
+            items = notice_rx.recv() => match items {
+                Some(items) => s.pending.extend(items),
+                None => anyhow::bail!("the committer stopped"),
+            },
+            first = tokio::time::timeout(Duration::from_millis(20), consumer.recv()), if s.held.is_empty() => {
+                let mut messages = Vec::new();
+                match first {
+                    Ok(Ok(m)) => messages.push((m.offset(), m.payload().unwrap_or(&[]).to_vec())),
+                    Ok(Err(e)) => {
+                        eprintln!("{}: applied-acks: {e}", node.name);
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                    Err(_) => {}
+                }
+                while !messages.is_empty() && messages.len() < 256 {
+                    match consumer.recv().now_or_never() {
+                        Some(Ok(m)) => messages.push((m.offset(), m.payload().unwrap_or(&[]).to_vec())),
+                        _ => break,
+                    }
+                }
+                for (offset, payload) in messages {
+                    acks.clear();
+                    s.last_offset = offset;
+                    let Some(center) = wire::decode_acks(&payload, &mut acks) else {
+                        // Acks are written only by centers: damage is an invariant violation.
+                        anyhow::bail!("applied-acks message at offset {offset} does not decode");
+                    };
+                    let max = acks.last().map_or(0, |a| a.seq);
+                    s.offsets.push_back((offset, max));
+                    s.feed(&node, center, acks.drain(..));
+                }
+            },
+            _ = tokio::time::sleep(Duration::from_millis(20)), if !s.held.is_empty() => {}
+        }
+        if !s.held.is_empty() {
+            s.retry_held(&node);
+        }
+        let notices = s.due_notices();
+        if !notices.is_empty() {
+            let body = wire::encode_notices(&notices);
+            loop {
+                let record = FutureRecord::<(), _>::to(&node.topics.notify).payload(&body);
+                match producer.send(record, Duration::from_secs(5)).await {
+                    Ok(_) => break,
+                    Err((e, _)) => {
+                        eprintln!("{}: publishing notices: {e}; again", node.name);
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                }
+            }
+            node.stats.notices.fetch_add(notices.len() as u64, Ordering::Relaxed);
+        }
+        let unfinal = s.finalizer.seq_unfinal_first();
+        let ack_offset = s.ack_offset();
+        shared.publish(&mut s.ranges, unfinal, ack_offset);
+    }
+}

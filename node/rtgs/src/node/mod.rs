@@ -1,0 +1,405 @@
+//! `rtgs node`: one center of the production engine (Kafka journal + PostgreSQL), one process
+//! per data center, launched by `scripts/run-dc1.sh` .. `run-dc3.sh`.
+//!
+//! # Tasks (one tokio runtime, two workers)
+//! * [`sequencer`] — member of consumer group `sequencer` on the single-partition inbound topic;
+//!   leads while it holds that partition: takes over in PostgreSQL (epoch bump fences the old
+//!   leader), republishes what was recorded but not published, then per batch: sequence →
+//!   record in the outbox (fenced) → publish to the journal → mark published.
+//! * [`center`] — reads the whole journal from its own watermark, reorders through the gap
+//!   buffer (pulling a timed-out gap back from the outbox), applies to the ledger, and hands
+//!   batches to the committer: one PostgreSQL transaction per batch, then the applied-acks are
+//!   published (never before the commit).
+//! * [`finality`] — reads every center's applied-acks, counts them in the quorum finalizer, and
+//!   as origin center publishes the participants' notices; the finality ranges and the ack
+//!   offset it reached are persisted by the committer with the next batch.
+//!
+//! Everything the node decides is in the core's state machines; these tasks only move bytes.
+//! Errors of the servers are retried with a pause (the node rides out a PostgreSQL restart);
+//! an invariant violation (a stored state that does not add up) stops the node.
+
+pub mod center;
+pub mod finality;
+pub mod sequencer;
+
+use anyhow::Context;
+use clap::Args;
+use rtgs_core::entry::CenterId;
+use rtgs_kafka::topics::TopicNames;
+use serde::Serialize;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Args, Clone, Debug)]
+pub struct NodeArgs {
+    /// This center's number, 1..=CENTER_COUNT.
+    #[arg(long, env = "CENTER_ID")]
+    pub center_id: u8,
+    /// Number of centers in the cluster (quorum = floor(N/2) + 1).
+    #[arg(long, env = "CENTER_COUNT", default_value_t = 3)]
+    pub center_count: usize,
+    /// Offset added to this node's listening ports (reserved for the HTTP API and /metrics of
+    /// issue 4; the node listens on no port yet).
+    #[arg(long, env = "PORT_OFFSET", default_value_t = 0)]
+    pub port_offset: u16,
+    /// Kafka bootstrap servers.
+    #[arg(long, env = "RTGS_BOOTSTRAP", default_value = "127.0.0.1:9092")]
+    pub bootstrap: String,
+    /// Topic prefix: topics PREFIX.inbound, .journal, .applied, .notify (and, for a prefix other
+    /// than `rtgs`, consumer groups PREFIX.sequencer, PREFIX.ledger-DC1, ...).
+    #[arg(long, env = "RTGS_TOPIC_PREFIX", default_value = "rtgs")]
+    pub topic_prefix: String,
+    /// This center's database (default rtgs_dcN).
+    #[arg(long, env = "RTGS_DB")]
+    pub db: Option<String>,
+    /// The sequencer's database, shared by all centers.
+    #[arg(long, env = "RTGS_SEQ_DB", default_value = "rtgs_seq")]
+    pub seq_db: String,
+    #[arg(long, env = "PGHOST", default_value = "127.0.0.1")]
+    pub pg_host: String,
+    #[arg(long, env = "PGPORT", default_value_t = 5432)]
+    pub pg_port: u16,
+    #[arg(long, env = "PGUSER", default_value = "postgres")]
+    pub pg_user: String,
+    /// Password (prefer the PGPASSWORD environment variable).
+    #[arg(long, env = "PGPASSWORD", default_value = "postgres", hide_env_values = true)]
+    pub pg_password: String,
+    /// Write the node's status as JSON to this file about every 200 ms (tests, scripts).
+    #[arg(long, env = "RTGS_STATUS_FILE")]
+    pub status_file: Option<PathBuf>,
+    /// Seconds between status lines on stderr (0: none).
+    #[arg(long, env = "RTGS_STATUS_INTERVAL_S", default_value_t = 5)]
+    pub status_interval_s: u64,
+    /// Fault injection for drills: drop one in N journal messages as if lost in transit (the
+    /// gap buffer must then pull the missing entries from the outbox). 0: off.
+    #[arg(long, env = "RTGS_FAULT_DROP_JOURNAL_ONE_IN", default_value_t = 0, hide = true)]
+    pub fault_drop_journal_one_in: u64,
+    /// No idle Tick entries (`RTGS_NO_IDLE_TICK=true`; drills that compare quiescent databases; timers of plugins need
+    /// ticks, so never in production).
+    #[arg(long, env = "RTGS_NO_IDLE_TICK", hide = true)]
+    pub no_idle_tick: bool,
+}
+
+/// Everything the tasks share: settings and counters (read by the status reporter).
+pub struct Node {
+    pub center: CenterId,
+    pub center_count: usize,
+    pub name: String,
+    pub topics: TopicNames,
+    pub bootstrap: String,
+    group_prefix: Option<String>,
+    pub fault_drop_journal_one_in: u64,
+    pub idle_tick: bool,
+    pub stats: Stats,
+}
+
+impl Node {
+    /// Consumer group `name`, prefixed when the topics are.
+    pub fn group(&self, name: &str) -> String {
+        match &self.group_prefix {
+            Some(p) => format!("{p}.{name}"),
+            None => name.to_string(),
+        }
+    }
+}
+
+/// Counters, all monotone except the flags and watermarks.
+#[derive(Default)]
+pub struct Stats {
+    pub leader: AtomicBool,
+    pub epoch: AtomicU64,
+    pub takeovers: AtomicU64,
+    pub seq_sequenced: AtomicU64,
+    pub seq_applied: AtomicU64,
+    pub seq_committed: AtomicU64,
+    pub seq_unfinal_first: AtomicU64,
+    pub finalized: AtomicU64,
+    pub divergences: AtomicU64,
+    pub halted: AtomicBool,
+    pub gap_pulls: AtomicU64,
+    pub gap_entries_pulled: AtomicU64,
+    pub notices: AtomicU64,
+    pub refusals: AtomicU64,
+    pub batches_committed: AtomicU64,
+    pub pg_retries: AtomicU64,
+    pub malformed_inbound: AtomicU64,
+}
+
+#[derive(Serialize)]
+struct StatusJson {
+    center: String,
+    pid: u32,
+    leader: bool,
+    epoch: u64,
+    takeovers: u64,
+    seq_sequenced: u64,
+    seq_applied: u64,
+    seq_committed: u64,
+    seq_unfinal_first: u64,
+    finalized: u64,
+    divergences: u64,
+    halted: bool,
+    gap_pulls: u64,
+    gap_entries_pulled: u64,
+    notices: u64,
+    refusals: u64,
+    batches_committed: u64,
+    pg_retries: u64,
+    malformed_inbound: u64,
+}
+
+impl Node {
+    fn status(&self) -> StatusJson {
+        let s = &self.stats;
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        StatusJson {
+            center: self.name.clone(),
+            pid: std::process::id(),
+            leader: s.leader.load(Ordering::Relaxed),
+            epoch: g(&s.epoch),
+            takeovers: g(&s.takeovers),
+            seq_sequenced: g(&s.seq_sequenced),
+            seq_applied: g(&s.seq_applied),
+            seq_committed: g(&s.seq_committed),
+            seq_unfinal_first: g(&s.seq_unfinal_first),
+            finalized: g(&s.finalized),
+            divergences: g(&s.divergences),
+            halted: s.halted.load(Ordering::Relaxed),
+            gap_pulls: g(&s.gap_pulls),
+            gap_entries_pulled: g(&s.gap_entries_pulled),
+            notices: g(&s.notices),
+            refusals: g(&s.refusals),
+            batches_committed: g(&s.batches_committed),
+            pg_retries: g(&s.pg_retries),
+            malformed_inbound: g(&s.malformed_inbound),
+        }
+    }
+}
+
+/// Pause between retries of a failed server call.
+pub const RETRY_PAUSE: Duration = Duration::from_millis(250);
+
+/// Retries `op` while it fails with a server error, counting retries; gives up on other errors.
+pub async fn retry_pg<T, F, Fut>(node: &Node, what: &str, mut op: F) -> Result<T, rtgs_pg::StoreError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, rtgs_pg::StoreError>>,
+{
+    let mut logged = false;
+    loop {
+        match op().await {
+            Err(e @ (rtgs_pg::StoreError::Pg(_) | rtgs_pg::StoreError::Pool(_))) => {
+                if !logged {
+                    eprintln!("{}: {what}: {e}; retrying until PostgreSQL answers", node.name);
+                    logged = true;
+                }
+                node.stats.pg_retries.fetch_add(1, Ordering::Relaxed);
+                tokio::time::sleep(RETRY_PAUSE).await;
+            }
+            other => {
+                if logged && other.is_ok() {
+                    eprintln!("{}: {what}: PostgreSQL answers again", node.name);
+                }
+                return other;
+            }
+        }
+    }
+}
+
+/// Microseconds since the epoch: the adapters' clock (the core never reads one).
+pub fn now_us() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
+}
+
+pub fn run(args: NodeArgs) -> anyhow::Result<ExitCode> {
+    if !(1..=rtgs_core::limits::CENTER_COUNT_MAX).contains(&args.center_count) {
+        anyhow::bail!("CENTER_COUNT must be 1..={}", rtgs_core::limits::CENTER_COUNT_MAX);
+    }
+    if args.center_id == 0 || usize::from(args.center_id) > args.center_count {
+        anyhow::bail!("CENTER_ID must be 1..={} (got {})", args.center_count, args.center_id);
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    rt.block_on(serve(args))
+}
+
+async fn serve(args: NodeArgs) -> anyhow::Result<ExitCode> {
+    let name = format!("DC{}", args.center_id);
+    let db = args.db.clone().unwrap_or_else(|| format!("rtgs_dc{}", args.center_id));
+    let node = Arc::new(Node {
+        center: CenterId(args.center_id),
+        center_count: args.center_count,
+        name: name.clone(),
+        topics: TopicNames::with_prefix(&args.topic_prefix),
+        bootstrap: args.bootstrap.clone(),
+        group_prefix: (args.topic_prefix != "rtgs").then(|| args.topic_prefix.clone()),
+        fault_drop_journal_one_in: args.fault_drop_journal_one_in,
+        idle_tick: !args.no_idle_tick,
+        stats: Stats::default(),
+    });
+    eprintln!(
+        "{name}: starting (center {} of {}, journal {}, database {db}, sequencer database {}, broker {})",
+        args.center_id, args.center_count, node.topics.journal, args.seq_db, args.bootstrap
+    );
+    let pool = |dbname: &str, size| {
+        rtgs_pg::pool(&args.pg_host, args.pg_port, &args.pg_user, &args.pg_password, dbname, size)
+    };
+    prepare_database(&args, &db, rtgs_pg::migrate::Schema::Center).await?;
+    prepare_database(&args, &args.seq_db, rtgs_pg::migrate::Schema::Sequencer).await?;
+    let center_pool = pool(&db, 4)?;
+    let seq_pool = pool(&args.seq_db, 3)?;
+    rtgs_kafka::topics::ensure(
+        &args.bootstrap,
+        &rtgs_kafka::topics::production_named(&node.topics),
+        1,
+        Duration::from_secs(30),
+    )
+    .await
+    .with_context(|| format!("cannot prepare the topics on the broker at {}", args.bootstrap))?;
+
+    let (notice_tx, notice_rx) = tokio::sync::mpsc::channel(64);
+    let shared = Arc::new(finality::Shared::default());
+    let center = center::Center::start(&node, center_pool, seq_pool.clone(), Arc::clone(&shared), notice_tx)
+        .await
+        .context("cannot start the center")?;
+    let mut tasks = tokio::task::JoinSet::new();
+    {
+        let node = Arc::clone(&node);
+        let seq_pool = seq_pool.clone();
+        tasks.spawn(async move { sequencer::run(node, seq_pool).await.context("sequencer") });
+    }
+    {
+        let node = Arc::clone(&node);
+        let start = center.finality_start();
+        tasks.spawn(async move { finality::run(node, start, shared, notice_rx).await.context("finality") });
+    }
+    for task in center.into_tasks() {
+        tasks.spawn(task);
+    }
+    {
+        let node = Arc::clone(&node);
+        let file = args.status_file.clone();
+        let interval = args.status_interval_s;
+        tasks.spawn(async move {
+            report_status(node, file, interval).await;
+            Ok(())
+        });
+    }
+    eprintln!("{name}: running");
+    let stop = shutdown_signal();
+    tokio::pin!(stop);
+    let outcome = tokio::select! {
+        _ = &mut stop => {
+            eprintln!("{name}: stopping (signal)");
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(done) = tasks.join_next() => match done {
+            Ok(Ok(())) => Err(anyhow::anyhow!("a task ended unexpectedly")),
+            Ok(Err(e)) => Err(e),
+            Err(e) => Err(anyhow::anyhow!("a task failed: {e}")),
+        }
+    };
+    // Dropping the tasks closes the consumers: the group sees this member leave at once.
+    tasks.abort_all();
+    while tasks.join_next().await.is_some() {}
+    write_status(&node, args.status_file.as_deref());
+    outcome
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+/// Creates the database if needed and applies the migrations; waits for PostgreSQL to answer.
+async fn prepare_database(args: &NodeArgs, db: &str, schema: rtgs_pg::migrate::Schema) -> anyhow::Result<()> {
+    let conn = |dbname: &str| {
+        format!(
+            "host={} port={} user={} password={} dbname={dbname}",
+            args.pg_host, args.pg_port, args.pg_user, args.pg_password
+        )
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let attempt = async {
+            let (admin, driver) = tokio_postgres::connect(&conn("postgres"), tokio_postgres::NoTls).await?;
+            let driver = tokio::spawn(driver);
+            // Three nodes may start together: a concurrent CREATE DATABASE loses the race with
+            // "already exists", which the next attempt sees as done.
+            let created = rtgs_pg::migrate::ensure_database(&admin, db).await;
+            driver.abort();
+            created?;
+            let (mut client, driver) = tokio_postgres::connect(&conn(db), tokio_postgres::NoTls).await?;
+            let driver = tokio::spawn(driver);
+            let applied = rtgs_pg::migrate::migrate(&mut client, schema).await;
+            driver.abort();
+            applied?;
+            Ok::<_, rtgs_pg::StoreError>(())
+        };
+        match attempt.await {
+            Ok(()) => return Ok(()),
+            Err(e) if std::time::Instant::now() < deadline => {
+                eprintln!("database {db}: {e}; retrying");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(e) => {
+                return Err(anyhow::anyhow!(
+                    "cannot prepare database {db} on {}:{}: {e} (is PostgreSQL up? scripts/infra-up.sh)",
+                    args.pg_host,
+                    args.pg_port
+                ))
+            }
+        }
+    }
+}
+
+fn write_status(node: &Node, file: Option<&std::path::Path>) {
+    let Some(file) = file else { return };
+    let tmp = file.with_extension("tmp");
+    if let Ok(json) = serde_json::to_vec(&node.status()) {
+        if std::fs::write(&tmp, json).is_ok() {
+            let _ = std::fs::rename(&tmp, file);
+        }
+    }
+}
+
+async fn report_status(node: Arc<Node>, file: Option<PathBuf>, interval_s: u64) {
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
+    let mut last_line = std::time::Instant::now();
+    loop {
+        tick.tick().await;
+        write_status(&node, file.as_deref());
+        if interval_s > 0 && last_line.elapsed() >= Duration::from_secs(interval_s) {
+            last_line = std::time::Instant::now();
+            let s = node.status();
+            eprintln!(
+                "{}: leader={} epoch={} sequenced={} applied={} committed={} final<{} finalized={} \
+                 gap_pulls={} notices={} pg_retries={}{}",
+                s.center,
+                s.leader,
+                s.epoch,
+                s.seq_sequenced,
+                s.seq_applied,
+                s.seq_committed,
+                s.seq_unfinal_first,
+                s.finalized,
+                s.gap_pulls,
+                s.notices,
+                s.pg_retries,
+                if s.halted { " FINALITY HALTED (divergence)" } else { "" }
+            );
+        }
+    }
+}

@@ -1,0 +1,389 @@
+//! The sequencer instance of one center: leads while it holds the inbound partition.
+//!
+//! Leading, per batch of inbound messages (up to [`SEQUENCER_BATCH_ENTRIES_MAX`] entries):
+//! sequence (core [`Sequencer`]) → record the frames in the outbox with the fenced conditional
+//! update → publish them to the journal → (every few batches) mark them published. A fenced
+//! record means another instance took over: this one steps down at once and forgets its state.
+//!
+//! Where to resume the inbound topic is PostgreSQL's `sequencer.inbound_offset`, recorded in the
+//! same transaction as each batch, so a new leader neither skips nor re-reads a sequenced
+//! message. The broker's committed offset is only a hint for where fetching starts (it is not
+//! fenced by group generation); messages at or below the recorded offset are skipped.
+//!
+//! Dedupe across a failover: the new leader replays the last [`TAKEOVER_DEDUPE_ENTRIES`] entries
+//! of the outbox into the sequencer's `bmi` window, so a participant's retry of a payment
+//! sequenced just before the failover is answered as a duplicate, not paid twice.
+
+use super::{now_us, retry_pg, Node};
+use anyhow::Context;
+use futures_util::FutureExt;
+use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
+use rdkafka::message::Message;
+use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
+use rdkafka::{Offset, TopicPartitionList};
+use rtgs_core::codec;
+use rtgs_core::entry::{Command, Entry, Seq};
+use rtgs_core::limits::SEQUENCER_BATCH_ENTRIES_MAX;
+use rtgs_core::sequencer::{Admission, Sequencer};
+use rtgs_kafka::leadership::Leadership;
+use rtgs_kafka::wire::{self, Notice, NoticeStatus};
+use rtgs_pg::sequencer_store::{OutboxBatch, SequencerStore};
+use rtgs_pg::StoreError;
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Outbox entries replayed into the dedupe window by a new leader (≈ 2.6 s at 100,000/s; older
+/// retries are sequenced again — the bound is documented in ARCHITECTURE.md).
+pub const TAKEOVER_DEDUPE_ENTRIES: u64 = 262_144;
+/// Journal messages published but not yet confirmed by the broker before the leader waits.
+const IN_FLIGHT_MAX: usize = 64;
+/// How often published batches are marked so in the outbox (a new leader republishes at most
+/// this much again; consumers drop the repeats by seq).
+const MARK_INTERVAL: Duration = Duration::from_millis(200);
+
+struct InFlight {
+    seq_first: Seq,
+    frames: Arc<Vec<u8>>,
+    delivery: DeliveryFuture,
+}
+
+/// The state of a leading instance.
+struct Leader {
+    sequencer: Sequencer,
+    epoch: u32,
+    /// Recorded in the outbox: messages at or below it are sequenced.
+    inbound_offset: i64,
+    in_flight: VecDeque<InFlight>,
+    /// Highest `seq_first` whose publish (and every earlier one) the broker confirmed.
+    delivered_seq_first: Option<Seq>,
+    last_mark: Instant,
+}
+
+pub async fn run(node: Arc<Node>, pool: deadpool_postgres::Pool) -> anyhow::Result<()> {
+    let store = SequencerStore::new(pool);
+    let leadership = Leadership::new(&node.topics.inbound);
+    let consumer: StreamConsumer<Leadership> = rtgs_kafka::clients::consumer(
+        &node.bootstrap,
+        &node.group("sequencer"),
+        &format!("{}-sequencer", node.name),
+        leadership.clone(),
+    )?;
+    consumer.subscribe(&[&node.topics.inbound]).context("subscribe to the inbound topic")?;
+    let producer = rtgs_kafka::clients::producer(&node.bootstrap, &format!("{}-sequencer", node.name))?;
+    let mut leader: Option<Leader> = None;
+    let mut batch: Vec<(i64, Vec<u8>)> = Vec::new();
+    loop {
+        if leadership.is_leader() != leader.is_some() {
+            if leadership.is_leader() {
+                leader = Some(take_over(&node, &store, &producer).await?);
+            } else {
+                eprintln!("{}: sequencer: stepping down (partition revoked)", node.name);
+                leader = None;
+                node.stats.leader.store(false, Ordering::Relaxed);
+            }
+        }
+        // Poll even when not leading: the consumer must keep polling for rebalances to happen.
+        batch.clear();
+        let wait = if leader.is_some() { Duration::from_millis(20) } else { Duration::from_millis(100) };
+        let first = tokio::time::timeout(wait, consumer.recv()).await;
+        let take = |m: &rdkafka::message::BorrowedMessage<'_>, batch: &mut Vec<(i64, Vec<u8>)>| {
+            let payload = m.payload().unwrap_or(&[]).to_vec();
+            // A command is at least ~40 bytes: a bound on the entries in the batch.
+            let entries = payload.len() / 40 + 1;
+            batch.push((m.offset(), payload));
+            entries
+        };
+        let mut entries_seen = 0usize;
+        match first {
+            Ok(Ok(m)) => entries_seen += take(&m, &mut batch),
+            Ok(Err(e)) => {
+                eprintln!("{}: sequencer: inbound: {e}", node.name);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(_) => {}
+        }
+        if !batch.is_empty() {
+            // Batch on every hop: take whatever else is already here.
+            while entries_seen < SEQUENCER_BATCH_ENTRIES_MAX {
+                match consumer.recv().now_or_never() {
+                    Some(Ok(m)) => entries_seen += take(&m, &mut batch),
+                    _ => break,
+                }
+            }
+        }
+        let Some(l) = leader.as_mut() else { continue };
+        if !leadership.is_leader() {
+            // Revoked while waiting: what was read is left for the next leader.
+            continue;
+        }
+        let result = lead(&node, &store, &producer, &consumer, l, &batch).await;
+        if let Err(e) = result {
+            match e.downcast_ref::<StoreError>() {
+                Some(StoreError::Fenced { .. }) => {
+                    eprintln!("{}: sequencer: fenced by a newer leader ({e}); stepping down", node.name);
+                    leader = None;
+                    node.stats.leader.store(false, Ordering::Relaxed);
+                }
+                _ => return Err(e),
+            }
+        }
+    }
+}
+
+/// Becomes the leader: bump the epoch in PostgreSQL, rebuild the sequencer from the outbox,
+/// republish what was recorded but not published.
+async fn take_over(node: &Node, store: &SequencerStore, producer: &FutureProducer) -> anyhow::Result<Leader> {
+    let started = Instant::now();
+    let t = retry_pg(node, "sequencer takeover", || store.take_over(&node.name)).await?;
+    let mut sequencer = Sequencer::new(node.center, 0);
+    if t.last_seq > 0 {
+        let from = t.last_seq.saturating_sub(TAKEOVER_DEDUPE_ENTRIES) + 1;
+        let batches = retry_pg(node, "outbox read", || store.batches(from, t.last_seq)).await?;
+        let mut entries = Vec::new();
+        for b in &batches {
+            decode_all(&b.frames, &mut entries)?;
+        }
+        let Some(first) = entries.first() else {
+            anyhow::bail!("the outbox holds no batch up to recorded seq {}", t.last_seq);
+        };
+        sequencer.resume_at(first.seq, 0, 0);
+        for e in &entries {
+            if e.seq != sequencer.seq_next() {
+                anyhow::bail!(
+                    "the outbox is not gap-free at seq {} (expected {})",
+                    e.seq,
+                    sequencer.seq_next()
+                );
+            }
+            sequencer.recover(e);
+        }
+        if sequencer.seq_next() != t.last_seq + 1 {
+            anyhow::bail!(
+                "the outbox ends at seq {} but the sequencer row says {}",
+                sequencer.seq_next() - 1,
+                t.last_seq
+            );
+        }
+    }
+    sequencer.begin_epoch(t.epoch);
+    for b in &t.unpublished {
+        let frames = Arc::new(b.frames.clone());
+        publish_confirmed(node, producer, b.seq_first, &frames).await?;
+    }
+    if let Some(last) = t.unpublished.last() {
+        retry_pg(node, "mark republished", || store.mark_published(last.seq_first)).await?;
+    }
+    node.stats.epoch.store(u64::from(t.epoch), Ordering::Relaxed);
+    node.stats.seq_sequenced.store(t.last_seq, Ordering::Relaxed);
+    node.stats.takeovers.fetch_add(1, Ordering::Relaxed);
+    node.stats.leader.store(true, Ordering::Relaxed);
+    eprintln!(
+        "{}: sequencer: LEADER at epoch {} from seq {} (inbound offset {}, {} batches republished, {:.0} ms)",
+        node.name,
+        t.epoch,
+        t.last_seq + 1,
+        t.inbound_offset,
+        t.unpublished.len(),
+        started.elapsed().as_secs_f64() * 1e3
+    );
+    Ok(Leader {
+        sequencer,
+        epoch: t.epoch,
+        inbound_offset: t.inbound_offset,
+        in_flight: VecDeque::new(),
+        delivered_seq_first: None,
+        last_mark: Instant::now(),
+    })
+}
+
+fn decode_all(frames: &[u8], out: &mut Vec<Entry>) -> anyhow::Result<()> {
+    let mut at = 0;
+    while at < frames.len() {
+        match codec::decode_frame(&frames[at..], out) {
+            Ok(Some(n)) => at += n,
+            Ok(None) => anyhow::bail!("a recorded batch ends in a partial frame"),
+            Err(e) => anyhow::bail!("a recorded batch does not decode: {e}"),
+        }
+    }
+    Ok(())
+}
+
+fn send(node: &Node, producer: &FutureProducer, seq_first: Seq, frames: &Arc<Vec<u8>>) -> DeliveryFuture {
+    let key = seq_first.to_be_bytes();
+    loop {
+        let record = FutureRecord::to(&node.topics.journal).payload(frames.as_slice()).key(&key[..]);
+        match producer.send_result(record) {
+            Ok(delivery) => return delivery,
+            // Queue full: the bound on the client queue is our back-pressure.
+            Err((_, _)) => std::thread::sleep(Duration::from_millis(5)),
+        }
+    }
+}
+
+/// Publishes and waits for the broker's confirmation, retrying until it comes.
+async fn publish_confirmed(
+    node: &Node,
+    producer: &FutureProducer,
+    seq_first: Seq,
+    frames: &Arc<Vec<u8>>,
+) -> anyhow::Result<()> {
+    loop {
+        match send(node, producer, seq_first, frames).await {
+            Ok(Ok(_)) => return Ok(()),
+            Ok(Err((e, _))) => eprintln!("{}: sequencer: publish of seq {seq_first}: {e}; again", node.name),
+            Err(_) => eprintln!("{}: sequencer: publish of seq {seq_first} cancelled; again", node.name),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// One round as leader: sequence `batch` (or a Tick when idle), record, publish.
+async fn lead(
+    node: &Node,
+    store: &SequencerStore,
+    producer: &FutureProducer,
+    consumer: &StreamConsumer<Leadership>,
+    l: &mut Leader,
+    batch: &[(i64, Vec<u8>)],
+) -> anyhow::Result<()> {
+    let now = now_us();
+    let mut commands: Vec<Command> = Vec::new();
+    let mut last_offset = l.inbound_offset;
+    for (offset, payload) in batch {
+        if *offset <= l.inbound_offset {
+            continue; // sequenced by this or an earlier leader
+        }
+        last_offset = last_offset.max(*offset);
+        let before = commands.len();
+        let mut at = 0;
+        while at < payload.len() {
+            match codec::decode_commands_frame(&payload[at..], &mut commands) {
+                Ok(Some(n)) => at += n,
+                Ok(None) | Err(_) => {
+                    // Input error: the message is dropped whole, counted and reported.
+                    commands.truncate(before);
+                    node.stats.malformed_inbound.fetch_add(1, Ordering::Relaxed);
+                    eprintln!(
+                        "{}: sequencer: inbound offset {offset} is not a commands frame; dropped",
+                        node.name
+                    );
+                    break;
+                }
+            }
+        }
+    }
+    let mut entries = Vec::with_capacity(commands.len());
+    let mut admissions = Vec::with_capacity(commands.len());
+    let bmis: Vec<_> = commands.iter().map(|c| c.bmi).collect();
+    l.sequencer.handle_commands(now, commands, &mut entries, &mut admissions);
+    if entries.is_empty() && node.idle_tick {
+        if let Some(tick) = l.sequencer.poll_tick(now) {
+            entries.push(tick);
+        }
+    }
+    let refusals: Vec<Notice> = admissions
+        .iter()
+        .zip(&bmis)
+        .filter_map(|(a, bmi)| match a {
+            Admission::Conflict(seq) => Some(Notice { seq: *seq, status: NoticeStatus::Refused, bmi: *bmi }),
+            _ => None,
+        })
+        .collect();
+    if !refusals.is_empty() {
+        node.stats.refusals.fetch_add(refusals.len() as u64, Ordering::Relaxed);
+        let body = wire::encode_notices(&refusals);
+        // Best effort: a lost refusal is answered again on the participant's retry.
+        let _ = producer.send_result(FutureRecord::<(), _>::to(&node.topics.notify).payload(&body));
+    }
+    if !entries.is_empty() {
+        for chunk in entries.chunks(SEQUENCER_BATCH_ENTRIES_MAX) {
+            record_and_publish(node, store, producer, l, chunk, last_offset).await?;
+        }
+    } else if last_offset > l.inbound_offset {
+        // Only retries: nothing to record; re-reading them after a failover is harmless.
+        l.inbound_offset = last_offset;
+    }
+    settle_deliveries(node, store, producer, consumer, l, false).await
+}
+
+async fn record_and_publish(
+    node: &Node,
+    store: &SequencerStore,
+    producer: &FutureProducer,
+    l: &mut Leader,
+    entries: &[Entry],
+    inbound_offset: i64,
+) -> anyhow::Result<()> {
+    let (Some(first), Some(last)) = (entries.first(), entries.last()) else { return Ok(()) };
+    let mut frames = Vec::with_capacity(entries.len() * 72);
+    codec::encode_frame(entries, &mut frames);
+    let batch = OutboxBatch { seq_first: first.seq, seq_last: last.seq, epoch: l.epoch, frames };
+    // Durable before publish. A lost connection leaves the commit's outcome unknown: look
+    // before recording again (a second attempt after a commit would be fenced by itself).
+    loop {
+        match store.record_batch(&batch, inbound_offset).await {
+            Ok(()) => break,
+            Err(e @ (StoreError::Pg(_) | StoreError::Pool(_))) => {
+                node.stats.pg_retries.fetch_add(1, Ordering::Relaxed);
+                eprintln!("{}: sequencer: recording seq {}: {e}; retrying", node.name, batch.seq_first);
+                tokio::time::sleep(super::RETRY_PAUSE).await;
+                if retry_pg(node, "outbox check", || store.is_recorded(batch.seq_first, batch.epoch)).await? {
+                    break;
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    l.inbound_offset = l.inbound_offset.max(inbound_offset);
+    node.stats.seq_sequenced.store(batch.seq_last, Ordering::Relaxed);
+    let frames = Arc::new(batch.frames);
+    let delivery = send(node, producer, batch.seq_first, &frames);
+    l.in_flight.push_back(InFlight { seq_first: batch.seq_first, frames, delivery });
+    Ok(())
+}
+
+/// Collects the broker's confirmations in order (republishing a failed one), and every
+/// [`MARK_INTERVAL`] marks the confirmed batches published and hints the inbound offset.
+async fn settle_deliveries(
+    node: &Node,
+    store: &SequencerStore,
+    producer: &FutureProducer,
+    consumer: &StreamConsumer<Leadership>,
+    l: &mut Leader,
+    all: bool,
+) -> anyhow::Result<()> {
+    loop {
+        let must_wait = all || l.in_flight.len() > IN_FLIGHT_MAX;
+        let Some(front) = l.in_flight.front_mut() else { break };
+        let result =
+            if must_wait { Some((&mut front.delivery).await) } else { (&mut front.delivery).now_or_never() };
+        let Some(result) = result else { break };
+        let front = l.in_flight.pop_front().unwrap_or_else(|| unreachable!("front exists"));
+        match result {
+            Ok(Ok(_)) => l.delivered_seq_first = Some(front.seq_first),
+            _ => {
+                // Not confirmed: publish again (centers reorder by seq and drop repeats).
+                eprintln!(
+                    "{}: sequencer: journal publish of seq {} failed; again",
+                    node.name, front.seq_first
+                );
+                publish_confirmed(node, producer, front.seq_first, &front.frames).await?;
+                l.delivered_seq_first = Some(front.seq_first);
+            }
+        }
+    }
+    if l.last_mark.elapsed() >= MARK_INTERVAL {
+        l.last_mark = Instant::now();
+        if let Some(seq_first) = l.delivered_seq_first.take() {
+            retry_pg(node, "mark published", || store.mark_published(seq_first)).await?;
+        }
+        if l.inbound_offset >= 0 {
+            let mut tpl = TopicPartitionList::new();
+            let _ = tpl.add_partition_offset(&node.topics.inbound, 0, Offset::Offset(l.inbound_offset + 1));
+            let _ = consumer.commit(&tpl, CommitMode::Async);
+        }
+    }
+    Ok(())
+}

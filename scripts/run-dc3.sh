@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Terminal 3 of 3: data center DC3 of the production engine (Kafka journal + PostgreSQL).
+# The three run-dcN.sh differ only in this environment. Start the servers first:
+#   scripts/infra-up.sh        (then, in three terminals: run-dc1.sh, run-dc2.sh, run-dc3.sh)
+set -euo pipefail
+export CENTER_ID=3 CENTER_COUNT=3 PORT_OFFSET=2 RTGS_DB=${RTGS_DB:-rtgs_dc3}
+exec "$(dirname "$0")/node.sh"
