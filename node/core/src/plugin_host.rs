@@ -263,27 +263,39 @@ impl PluginHost {
 
     /// Hash of the whole host state (O(state): checkpoints and audits only).
     pub fn state_hash(&self) -> u64 {
-        let mut h = mix64(self.slots.len() as u64);
-        for s in &self.slots {
-            h = fold(h, Self::slot_head(s));
-            h = fold(h, s.plugin.state_hash());
+        Self::hash_of(&self.checkpoints())
+    }
+
+    fn hash_of(cps: &[PluginCheckpoint]) -> u64 {
+        let mut h = mix64(cps.len() as u64);
+        for cp in cps {
+            let head = u64::from(cp.kind as u8) << 56
+                ^ u64::from(cp.owner.0) << 48
+                ^ u64::from(cp.term) << 8
+                ^ mix64(cp.host_ops_refused);
+            h = fold(h, head);
+            h = fold(h, cp.state_hash);
         }
         h
     }
 
-    fn slot_head(s: &Slot) -> u64 {
-        u64::from(s.plugin.kind() as u8) << 56
-            ^ u64::from(s.owner.0) << 48
-            ^ u64::from(s.term) << 8
-            ^ mix64(s.host_ops_refused)
+    /// [`PluginHost::encode`] and [`PluginHost::state_hash`] in one pass over the state.
+    pub fn encode_with_hash(&self, out: &mut Vec<u8>) -> u64 {
+        let cps = self.checkpoints();
+        Self::write(&cps, out);
+        Self::hash_of(&cps)
     }
 
     /// Checkpoint: `version u8 | count u8 | per plugin: kind u8, owner u8, term u32,
     /// host_ops_refused u64, state_hash u64, len u64, state`.
     pub fn encode(&self, out: &mut Vec<u8>) {
+        Self::write(&self.checkpoints(), out);
+    }
+
+    fn write(cps: &[PluginCheckpoint], out: &mut Vec<u8>) {
         out.push(CHECKPOINT_VERSION);
-        out.push(self.slots.len() as u8);
-        for cp in self.checkpoints() {
+        out.push(cps.len() as u8);
+        for cp in cps {
             out.push(cp.kind as u8);
             out.push(cp.owner.0);
             out.extend_from_slice(&cp.term.to_le_bytes());

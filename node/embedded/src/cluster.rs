@@ -403,8 +403,10 @@ impl Cluster {
             let peers =
                 ack_txs.iter().enumerate().filter(|(i, _)| *i != index).map(|(_, t)| t.clone()).collect();
             let host = make_host(id, make.as_deref(), ckpt.as_ref())?;
+            let plugins_written = ckpt.as_ref().and_then(|c| c.plugins.as_ref()).map(|(at, _)| *at);
             let center = CenterThread::new(CenterSetup {
                 host,
+                plugins_written,
                 effects_tx: adapter_thread.as_ref().map(|_| effects_tx.clone()),
                 id,
                 centers: config.centers,
@@ -663,21 +665,28 @@ struct CheckpointJob {
     state: Vec<u8>,
     ack_log: Vec<Arc<AckBatch>>,
     awaiting: Vec<Awaiting>,
-    plugins: Option<Vec<u8>>,
+    /// The plugin state file this checkpoint references, and its bytes if it must be written.
+    plugins: Option<(checkpoint::PluginRef, Option<Vec<u8>>)>,
     seq_unfinal_first: Seq,
 }
 
 /// Writes every checkpoint of every center (one writer per file: no races on the temp file).
 fn run_checkpointer(rx: Receiver<CheckpointJob>, shared: Arc<Shared>) -> Result<(), String> {
     while let Ok(job) = rx.recv() {
-        let bytes =
-            checkpoint::encode(
-                &job.state,
-                job.ack_log.iter().flat_map(|b| b.items.iter()),
-                &job.awaiting,
-                job.plugins.as_deref(),
-            );
+        // The plugin file first: the checkpoint must never reference one that is not durable.
+        if let Some((at, Some(host))) = &job.plugins {
+            checkpoint::write_plugins(&job.path, *at, host).map_err(|e| e.to_string())?;
+        }
+        let bytes = checkpoint::encode(
+            &job.state,
+            job.ack_log.iter().flat_map(|b| b.items.iter()),
+            &job.awaiting,
+            job.plugins.as_ref().map(|(at, _)| *at),
+        );
         checkpoint::write(&job.path, &bytes).map_err(|e| e.to_string())?;
+        if let Some((at, Some(_))) = &job.plugins {
+            checkpoint::remove_plugins_before(&job.path, at.seq).map_err(|e| e.to_string())?;
+        }
         shared.durable_unfinal_first[job.center_index].fetch_max(job.seq_unfinal_first, Ordering::AcqRel);
     }
     Ok(())
@@ -698,8 +707,11 @@ fn make_host(
     match ckpt {
         None => {}
         Some(c) => match (&c.plugins, host.is_empty()) {
-            (Some(bytes), false) => {
+            (Some((at, bytes)), false) => {
                 host.restore(bytes).map_err(|e| err(e.to_string()))?;
+                if host.state_hash() != at.state_hash {
+                    return Err(err("its plugin state file does not match the checkpoint".into()));
+                }
             }
             (None, true) => {}
             (None, false) if c.ledger.seq_applied() == 0 => {}
@@ -763,6 +775,7 @@ fn run_adapter(
 
 struct CenterSetup {
     host: PluginHost,
+    plugins_written: Option<checkpoint::PluginRef>,
     effects_tx: Option<Sender<(CenterId, Vec<Effect>)>>,
     id: CenterId,
     centers: usize,
@@ -790,6 +803,10 @@ struct CenterThread {
     id: CenterId,
     ledger: Ledger,
     host: PluginHost,
+    /// The plugin state file the last checkpoint job references; `plugins_dirty` when a plugin
+    /// entry has changed the state since.
+    plugins_written: Option<checkpoint::PluginRef>,
+    plugins_dirty: bool,
     effects_tx: Option<Sender<(CenterId, Vec<Effect>)>>,
     /// Effects for the adapter that did not fit its queue yet.
     effect_outbox: VecDeque<Vec<Effect>>,
@@ -839,8 +856,11 @@ impl CenterThread {
         if replay.is_none() {
             host.set_live();
         }
+        let plugins_written = s.plugins_written;
         let mut center = CenterThread {
             host,
+            plugins_written,
+            plugins_dirty: false,
             effects_tx: s.effects_tx,
             effect_outbox: VecDeque::new(),
             figures_published: None,
@@ -1080,6 +1100,7 @@ impl CenterThread {
             return 0;
         }
         if plugin_entries > 0 {
+            self.plugins_dirty = true;
             self.collect_effects();
             self.publish_figures(false);
         }
@@ -1215,17 +1236,19 @@ impl CenterThread {
         if !now && self.applied_since_checkpoint < self.checkpoint_interval {
             return Ok(());
         }
+        if !now && self.links.checkpoint_tx.is_full() {
+            // The checkpointer is busy: try again after the next batch (before encoding anything).
+            return Ok(());
+        }
+        let plugins = self.plugins_job();
+        let plugins_at = plugins.as_ref().map(|(at, _)| *at);
         let job = CheckpointJob {
             center_index: self.id.index(),
             path: self.checkpoint_path.clone(),
             state: checkpoint::encode_state(&self.ledger, &self.finalizer),
             ack_log: self.ack_log.iter().cloned().collect(),
             awaiting: self.awaiting.iter().copied().collect(),
-            plugins: (!self.host.is_empty()).then(|| {
-                let mut buf = Vec::new();
-                self.host.encode(&mut buf);
-                buf
-            }),
+            plugins,
             seq_unfinal_first: self.finalizer.seq_unfinal_first(),
         };
         if now {
@@ -1237,7 +1260,28 @@ impl CenterThread {
         }
         self.applied_since_checkpoint = 0;
         self.checkpoints_written += 1;
+        if let Some(at) = plugins_at {
+            self.plugins_written = Some(at);
+            self.plugins_dirty = false;
+        }
         Ok(())
+    }
+
+    /// The plugin part of a checkpoint job: a new plugin state file if a plugin entry changed
+    /// the state since the last one (O(state): encode and hash), else a reference to that one.
+    fn plugins_job(&self) -> Option<(checkpoint::PluginRef, Option<Vec<u8>>)> {
+        if self.host.is_empty() {
+            return None;
+        }
+        match self.plugins_written {
+            Some(at) if !self.plugins_dirty => Some((at, None)),
+            _ => {
+                let mut bytes = Vec::new();
+                let state_hash = self.host.encode_with_hash(&mut bytes);
+                let at = checkpoint::PluginRef { seq: self.ledger.seq_applied(), state_hash };
+                Some((at, Some(bytes)))
+            }
+        }
     }
 }
 
@@ -1268,6 +1312,7 @@ mod tests {
         let (checkpoint_tx, _checkpoint_rx) = bounded(4);
         let mut center = CenterThread::new(CenterSetup {
             host: PluginHost::empty(CenterId(1)),
+            plugins_written: None,
             effects_tx: None,
             id: CenterId(1),
             centers: 1,

@@ -81,6 +81,14 @@ fn a_sweep_runs_through_the_journal_and_plugin_state_survives_a_restart() {
         assert_eq!(figure(&c.plugin_figures, "collection_rows_collected"), w.wallets);
     }
 
+    // Plugin state lives in its own file per center, older ones deleted once superseded.
+    let files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+        .filter(|n| n.starts_with("center-DC1.plugins."))
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+
     // The same data directory without the plugin is refused, not silently diverged.
     match Cluster::start(&ClusterConfig::new(&dir)) {
         Err(StartError::Plugins { .. }) => {}

@@ -77,9 +77,12 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     let mut plugin_hashes = Vec::new();
     for (id, c) in &checkpoints {
         plugin_hashes.push(match c.as_ref().and_then(|c| c.plugins.as_ref()) {
-            Some(bytes) => {
+            Some((at, bytes)) => {
                 let mut h = collection_host(*id)?;
                 h.restore(bytes).with_context(|| format!("{id}: plugin state in its checkpoint"))?;
+                if h.state_hash() != at.state_hash {
+                    anyhow::bail!("{id}: its plugin state file does not match its checkpoint");
+                }
                 Some(h.state_hash())
             }
             None => None,
