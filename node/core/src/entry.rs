@@ -179,7 +179,9 @@ impl PluginKind {
     }
 
     pub fn from_name(name: &str) -> Option<Self> {
-        [PluginKind::Collection, PluginKind::Withdrawal, PluginKind::Matching].into_iter().find(|k| k.name() == name)
+        [PluginKind::Collection, PluginKind::Withdrawal, PluginKind::Matching]
+            .into_iter()
+            .find(|k| k.name() == name)
     }
 }
 

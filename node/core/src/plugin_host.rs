@@ -69,10 +69,9 @@ impl SetOwner {
         match body {
             [a, b, c, d, center] => {
                 let owner = CenterId(*center);
-                (1..=CENTER_COUNT_MAX as u8).contains(center).then_some(SetOwner {
-                    term: u32::from_le_bytes([*a, *b, *c, *d]),
-                    owner,
-                })
+                (1..=CENTER_COUNT_MAX as u8)
+                    .contains(center)
+                    .then_some(SetOwner { term: u32::from_le_bytes([*a, *b, *c, *d]), owner })
             }
             _ => None,
         }
@@ -392,7 +391,8 @@ struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     fn take(&mut self, n: usize) -> Result<&'a [u8], HostDecodeError> {
-        let end = self.at.checked_add(n).filter(|e| *e <= self.buf.len()).ok_or(HostDecodeError("truncated"))?;
+        let end =
+            self.at.checked_add(n).filter(|e| *e <= self.buf.len()).ok_or(HostDecodeError("truncated"))?;
         let s = &self.buf[self.at..end];
         self.at = end;
         Ok(s)

@@ -266,8 +266,11 @@ fn decode(bytes: &[u8]) -> Result<(CenterCheckpoint, Option<PluginRef>), &'stati
             let code = u16_of(take(2)?);
             let outcome = Outcome::from_code(code & !HASH_FOLLOWS).ok_or("ack outcome")?;
             let prev = ack_log[ack_log.len() - 1].state_hash;
-            let state_hash =
-                if code & HASH_FOLLOWS != 0 { u64_of(take(8)?) } else { chain(prev, seq + i, outcome.code()) };
+            let state_hash = if code & HASH_FOLLOWS != 0 {
+                u64_of(take(8)?)
+            } else {
+                chain(prev, seq + i, outcome.code())
+            };
             ack_log.push(Applied { seq: seq + i, outcome, state_hash });
         }
         if ack_log[ack_log.len() - 1].state_hash != ledger.state_hash() {

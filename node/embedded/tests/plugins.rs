@@ -44,8 +44,11 @@ fn wait_for(cluster: &Cluster, what: &str, done: impl Fn(&Figures) -> bool) {
 }
 
 fn submit(cluster: &Cluster, commands: Vec<(rtgs_core::entry::Bmi, rtgs_core::entry::PluginCommand)>) {
-    let commands =
-        commands.into_iter().map(|(bmi, c)| Command { origin: CenterId(1), bmi, payload: Payload::Plugin(c) });
+    let commands = commands.into_iter().map(|(bmi, c)| Command {
+        origin: CenterId(1),
+        bmi,
+        payload: Payload::Plugin(c),
+    });
     cluster.submitter().submit(commands.collect()).unwrap_or_else(|e| panic!("{e}"));
 }
 
@@ -53,8 +56,8 @@ fn submit(cluster: &Cluster, commands: Vec<(rtgs_core::entry::Bmi, rtgs_core::en
 fn a_sweep_runs_through_the_journal_and_plugin_state_survives_a_restart() {
     let dir = tempdir("plugins");
     let w = Workload::new(300, 16);
-    let cluster = Cluster::start_with_plugins(&ClusterConfig::new(&dir), setup(&w))
-        .unwrap_or_else(|e| panic!("{e}"));
+    let cluster =
+        Cluster::start_with_plugins(&ClusterConfig::new(&dir), setup(&w)).unwrap_or_else(|e| panic!("{e}"));
     submit(&cluster, w.setup_commands(ChainId(1)));
     wait_for(&cluster, "deposits queued", |f| figure(f, "collection_rows_queued") == w.wallets);
     submit(&cluster, w.run_now(1).into_iter().collect());
@@ -72,8 +75,8 @@ fn a_sweep_runs_through_the_journal_and_plugin_state_survives_a_restart() {
     }
 
     // Restart: the plugin state comes back from the checkpoints.
-    let cluster = Cluster::start_with_plugins(&ClusterConfig::new(&dir), setup(&w))
-        .unwrap_or_else(|e| panic!("{e}"));
+    let cluster =
+        Cluster::start_with_plugins(&ClusterConfig::new(&dir), setup(&w)).unwrap_or_else(|e| panic!("{e}"));
     let again = cluster.shutdown();
     assert!(again.errors.is_empty(), "{:?}", again.errors);
     for c in &again.centers {

@@ -11,10 +11,10 @@
 //! bytes when loading.
 
 use crate::StoreError;
+use deadpool_postgres::GenericClient;
 use deadpool_postgres::Pool;
 use rtgs_core::entry::{CenterId, PluginKind, Seq};
 use rtgs_core::plugin_host::{PluginCheckpoint, PluginHost};
-use deadpool_postgres::GenericClient;
 
 const UPSERT: &str = "INSERT INTO plugin_state
         (kind, seq_applied, owner, owner_term, host_ops_refused, state, state_hash, updated_at)

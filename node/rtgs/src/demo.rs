@@ -168,8 +168,10 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     config.checkpoint_interval_entries = args.checkpoint_interval.max(1);
     let workload = rtgs_collection::adapter::Workload::new(args.collection_wallets, args.collection_relayers);
     let cluster = if args.collection {
-        let chain = workload.chain(rtgs_collection::chain_sim::ChainConfig::default(), args.seed, CHAIN_START_US);
-        let adapter = rtgs_collection::adapter::NodeAdapter::new(chain, CHAIN_START_US, args.chain_time_scale);
+        let chain =
+            workload.chain(rtgs_collection::chain_sim::ChainConfig::default(), args.seed, CHAIN_START_US);
+        let adapter =
+            rtgs_collection::adapter::NodeAdapter::new(chain, CHAIN_START_US, args.chain_time_scale);
         let setup = PluginSetup {
             make: Box::new(|| vec![Box::new(rtgs_collection::CollectionPlugin::new())]),
             adapter: Box::new(adapter),
@@ -207,9 +209,8 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     } else {
         print_human(&report);
     }
-    let collected_all = report.collection.as_ref().is_none_or(|c| {
-        c.rows_collected == c.wallets && c.plugin_state_consistent
-    });
+    let collected_all =
+        report.collection.as_ref().is_none_or(|c| c.rows_collected == c.wallets && c.plugin_state_consistent);
     let ok = collected_all
         && report.consistent
         && report.conserved
@@ -401,7 +402,8 @@ fn collect(
             }
         } else if let Some(ClientEvent::Refused(r)) = &event {
             // Refused plugin results (a duplicate after a failover) are not this run's.
-            let ours = r.iter().filter(|r| prefixes.iter().any(|p| r.bmi.as_bytes().starts_with(p.as_bytes())));
+            let ours =
+                r.iter().filter(|r| prefixes.iter().any(|p| r.bmi.as_bytes().starts_with(p.as_bytes())));
             run.refused += ours.count() as u64;
         } else if let Some(ClientEvent::Divergence(msg)) = &event {
             run.divergences += 1;
@@ -567,7 +569,10 @@ fn sweep_cycle(
     wait_figures(cluster, "deposits queued", |f| figure(f, "collection_rows_queued") >= wallets)?;
     let deposits_queued = start.elapsed();
     if !args.json {
-        eprintln!("collection: {wallets} deposits queued in {:.3} s; sweeping", deposits_queued.as_secs_f64());
+        eprintln!(
+            "collection: {wallets} deposits queued in {:.3} s; sweeping",
+            deposits_queued.as_secs_f64()
+        );
     }
     let cycle_start = Instant::now();
     submit_plugin(cluster, w.run_now(cluster.recovery().journal.seq_last + 1).into_iter().collect())?;
@@ -629,10 +634,7 @@ fn print_human(r: &Report) {
         println!("  collection (chain simulator, {} wallets, {} relayers):", c.wallets, c.relayers);
         println!("    deposits queued    {:>12}  in {:.3} s", c.deposits, c.deposits_queued_s);
         println!("    sweep cycle        {:>12.3} s  (RunNow → every deposit COLLECTED)", c.sweep_cycle_s);
-        println!(
-            "    rows collected     {:>12}  queued {}",
-            c.rows_collected, c.rows_queued
-        );
+        println!("    rows collected     {:>12}  queued {}", c.rows_collected, c.rows_queued);
         println!(
             "    batches confirmed  {:>12}  of {} (failed {})",
             c.batches_confirmed, c.batches, c.batches_failed

@@ -176,8 +176,15 @@ fn demo_with_collection_sweeps_every_wallet_and_audits_clean() {
     let verify = rtgs().args(["verify", "--data-dir", d]).output().unwrap_or_else(|e| panic!("{e}"));
     assert!(verify.status.success(), "{}", String::from_utf8_lossy(&verify.stdout));
     // Without --collection the same directory is refused (its checkpoints hold plugin state).
-    let plain = rtgs().args(["demo", "--transfers", "10", "--data-dir", d]).output().unwrap_or_else(|e| panic!("{e}"));
+    let plain = rtgs()
+        .args(["demo", "--transfers", "10", "--data-dir", d])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
     assert!(!plain.status.success());
-    assert!(String::from_utf8_lossy(&plain.stderr).contains("plugin"), "{}", String::from_utf8_lossy(&plain.stderr));
+    assert!(
+        String::from_utf8_lossy(&plain.stderr).contains("plugin"),
+        "{}",
+        String::from_utf8_lossy(&plain.stderr)
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -121,7 +121,10 @@ impl SimPlugins for CollectionSim {
         for rec in chain.ledger.txs.values().filter(|t| !t.cancel) {
             let recorded = p.batch(rec.tx.batch).is_some_and(|b| b.tx_hashes.contains(&rec.hash));
             if !recorded {
-                return Err(format!("sweep {:?} of batch {:?} broadcast but never recorded", rec.hash, rec.tx.batch));
+                return Err(format!(
+                    "sweep {:?} of batch {:?} broadcast but never recorded",
+                    rec.hash, rec.tx.batch
+                ));
             }
         }
         Ok(())

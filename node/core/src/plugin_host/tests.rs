@@ -188,7 +188,11 @@ fn failover_moves_pending_effects_to_the_new_owner() {
     apply_all(&mut hosts, &|s| {
         entry(
             s,
-            Payload::Plugin(PluginCommand { plugin: PluginKind::Matching, op: HOST_OP_SET_OWNER, body: vec![1] }),
+            Payload::Plugin(PluginCommand {
+                plugin: PluginKind::Matching,
+                op: HOST_OP_SET_OWNER,
+                body: vec![1],
+            }),
         )
     });
     assert_eq!(hosts[2].owner(PluginKind::Matching), Some((CenterId(2), 1)));

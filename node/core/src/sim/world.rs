@@ -12,10 +12,10 @@ use super::client::{Clients, Submission};
 use super::network::{Message, Network, Take};
 use super::{config_note, InjectedBug, SimConfig, SimFailure, SimPlugins, SimReport};
 use crate::entry::{Bmi, CenterId, Command, Entry, Outcome, Payload, RejectReason, Seq};
-use crate::plugin_host::{PluginHost, SetOwner};
 use crate::finalizer::{AckResult, Finality, SeqStatus};
 use crate::gap_buffer::Insert;
 use crate::ledger::Applied;
+use crate::plugin_host::{PluginHost, SetOwner};
 use crate::prng::Prng;
 use crate::sequencer::Sequencer;
 use std::collections::{BTreeMap, VecDeque};
@@ -946,9 +946,9 @@ impl World {
             duplicates_delivered: self.stats.duplicates_delivered,
             state_hash,
             plugin_state_hash: self.first_host().filter(|h| !h.is_empty()).map_or(0, |h| h.state_hash()),
-            owner_changes: self.first_host().map_or(0, |h| {
-                h.kinds().filter_map(|k| h.owner(k)).map(|(_, term)| u64::from(term)).sum()
-            }),
+            owner_changes: self
+                .first_host()
+                .map_or(0, |h| h.kinds().filter_map(|k| h.owner(k)).map(|(_, term)| u64::from(term)).sum()),
             effects_executed: self.stats.effects_executed,
             plugin_results_lost: self.stats.plugin_results_lost,
         }

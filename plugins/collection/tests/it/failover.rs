@@ -150,7 +150,8 @@ fn no_effect_is_lost_across_a_failover_and_re_execution_is_harmless() {
     let term = c.hosts[1].owner(PluginKind::Collection).map_or(0, |o| o.1) + 1;
     let bmi = SetOwner::bmi(PluginKind::Collection, term).unwrap_or_else(|e| panic!("{e}"));
     for owner in [CenterId(2), CenterId(3)] {
-        let cmd = SetOwner { term, owner }.to_command(PluginKind::Collection).unwrap_or_else(|e| panic!("{e}"));
+        let cmd =
+            SetOwner { term, owner }.to_command(PluginKind::Collection).unwrap_or_else(|e| panic!("{e}"));
         c.submit(bmi, cmd);
     }
     assert_eq!(c.owner(), CenterId(2));
