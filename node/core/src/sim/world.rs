@@ -888,17 +888,20 @@ impl World {
     /// told, every seq final exactly once in every finalizer with the applied outcome.
     fn check_end(&self) -> Check {
         let len = self.sequencer.journal.len() as u64;
-        let mut first: Option<Vec<u8>> = None;
+        let (mut first_ledger, mut first_host) = (None, None);
         for c in &self.centers {
             let Some(v) = &c.volatile else {
                 return Err(format!("{} is down at the end", c.id));
             };
             let mut buf = Vec::new();
             v.ledger.encode(&mut buf);
-            match &first {
-                Some(f) if *f != buf => return Err(format!("{} ends with a ledger unlike DC1's", c.id)),
-                Some(_) => {}
-                None => first = Some(buf),
+            if !same_as_first(&mut first_ledger, buf) {
+                return Err(format!("{} ends with a ledger unlike DC1's", c.id));
+            }
+            let mut buf = Vec::new();
+            v.host.encode(&mut buf);
+            if !same_as_first(&mut first_host, buf) {
+                return Err(format!("{} ends with plugin state unlike DC1's", c.id));
             }
             self.check_finals(c, len)?;
         }
@@ -1050,23 +1053,23 @@ impl World {
         }
     }
 
-    /// Every center holds the same whole plugin state; the outside world agrees with it.
+    /// The outside world agrees with the (identical, see `check_end`) plugin state.
     fn check_plugins_end(&self) -> Check {
         let Some(p) = &self.plugins else { return Ok(()) };
-        let mut first: Option<Vec<u8>> = None;
-        for c in &self.centers {
-            let Some(v) = &c.volatile else { continue };
-            let mut buf = Vec::new();
-            v.host.encode(&mut buf);
-            match &first {
-                Some(f) if *f != buf => return Err(format!("{} ends with plugin state unlike DC1's", c.id)),
-                Some(_) => {}
-                None => first = Some(buf),
-            }
-        }
         match self.first_host() {
             Some(h) => p.check_end(h),
             None => Err("no center is up at the end".into()),
+        }
+    }
+}
+
+/// Keeps the first value; true if `next` equals it.
+fn same_as_first(first: &mut Option<Vec<u8>>, next: Vec<u8>) -> bool {
+    match first {
+        Some(f) => *f == next,
+        None => {
+            *first = Some(next);
+            true
         }
     }
 }
