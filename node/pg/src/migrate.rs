@@ -19,6 +19,7 @@ const SEQUENCER: &[(&str, &str)] =
 const CENTER: &[(&str, &str)] = &[
     ("0001_init", include_str!("../../../migrations/center/0001_init.sql")),
     ("0002_account_fillfactor", include_str!("../../../migrations/center/0002_account_fillfactor.sql")),
+    ("0003_notice_watermark", include_str!("../../../migrations/center/0003_notice_watermark.sql")),
 ];
 const LOCK_KEY: i64 = 0x5254_4753; // "RTGS"
 

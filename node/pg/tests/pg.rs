@@ -144,6 +144,7 @@ async fn center_commits_batches_atomically_restores_and_never_applies_twice() {
             final_ranges: &[(chunk[0].seq, last - 1)],
             tallies: &tallies,
             seq_unfinal_first: last,
+            seq_notice_from: 1,
             ack_offset: 100 + k as i64,
         };
         store.commit_batch(&commit).await.unwrap_or_else(|e| panic!("batch {k}: {e}"));
@@ -162,6 +163,7 @@ async fn center_commits_batches_atomically_restores_and_never_applies_twice() {
         final_ranges: &[],
         tallies: &[],
         seq_unfinal_first: 1,
+        seq_notice_from: 1,
         ack_offset: 1,
     };
     match store.commit_batch(&again).await {
