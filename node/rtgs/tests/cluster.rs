@@ -74,9 +74,29 @@ impl Cluster {
         for c in 1..=3 {
             self.start(c);
         }
-        self.wait("a sequencer leader and three running centers", 60, |s| {
-            s.iter().filter(|s| s.is_some()).count() == 3 && s.iter().flatten().any(|s| s["leader"] == true)
+        // Settled: three centers up and the same leader at the same epoch for 3 s (the group
+        // rebalances while its members join, and leadership may move meanwhile).
+        let mut seen: Option<(usize, u64, Instant)> = None;
+        self.wait("a settled sequencer leader and three running centers", 90, |s| {
+            let leader = (1..=3).find(|&c| s[c - 1].as_ref().is_some_and(|s| s["leader"] == true));
+            let (Some(leader), 3) = (leader, s.iter().filter(|s| s.is_some()).count()) else {
+                seen = None;
+                return false;
+            };
+            let epoch = s[leader - 1].as_ref().map_or(0, |s| u(&s["epoch"]));
+            match seen {
+                Some((l, e, since)) if l == leader && e == epoch => since.elapsed() >= Duration::from_secs(3),
+                _ => {
+                    seen = Some((leader, epoch, Instant::now()));
+                    false
+                }
+            }
         });
+    }
+
+    /// The highest epoch any running center has seen.
+    fn epoch_max(&mut self) -> u64 {
+        self.statuses().iter().flatten().map(|s| u(&s["epoch"])).max().unwrap_or(0)
     }
 
     fn kill9(&mut self, center: usize) {
@@ -271,10 +291,23 @@ fn b_kill9_of_the_sequencer_leader_hands_over_without_gap_or_duplicate() {
     let mut c = Cluster::new("b");
     c.start_all();
     let old = c.leader();
-    let epoch = u(&c.statuses()[old - 1].as_ref().map(|s| s["epoch"].clone()).unwrap_or_default());
+    let epoch = c.epoch_max();
+    // The old leader's own participants wait for its return (only the origin notifies).
+    let origins = (1..=3).filter(|&x| x != old).map(|x| x.to_string()).collect::<Vec<_>>().join(",");
     let load = c.load_spawn(
         "B",
-        &["--transfers", "100000", "--accounts", "1000", "--rate", "20000", "--timeout-s", "180"],
+        &[
+            "--transfers",
+            "100000",
+            "--accounts",
+            "1000",
+            "--rate",
+            "20000",
+            "--timeout-s",
+            "180",
+            "--origins",
+            &origins,
+        ],
     );
     c.wait("transfers flowing", 60, |s| s.iter().flatten().any(|s| u(&s["seq_sequenced"]) > 5_000));
     c.kill9(old);
