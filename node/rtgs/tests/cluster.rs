@@ -27,6 +27,8 @@ struct Cluster {
     dir: PathBuf,
     nodes: Vec<Option<Child>>,
     extra_env: Vec<Vec<(String, String)>>,
+    /// Load generators started (killed on drop if a drill fails before they finish).
+    loads: std::cell::RefCell<Vec<u32>>,
 }
 
 impl Cluster {
@@ -39,7 +41,13 @@ impl Cluster {
         let prefix = format!("drill_{name}_{nanos}");
         let dir = std::env::temp_dir().join(&prefix);
         std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-        Cluster { prefix, dir, nodes: (0..3).map(|_| None).collect(), extra_env: vec![Vec::new(); 3] }
+        Cluster {
+            prefix,
+            dir,
+            nodes: (0..3).map(|_| None).collect(),
+            extra_env: vec![Vec::new(); 3],
+            loads: Default::default(),
+        }
     }
 
     fn start(&mut self, center: usize) {
@@ -161,13 +169,15 @@ impl Cluster {
 
     /// `rtgs load` with these extra arguments, in the background.
     fn load_spawn(&self, run_id: &str, args: &[&str]) -> Child {
-        Command::new(BIN)
+        let child = Command::new(BIN)
             .args(["load", "--json", "--topic-prefix", &self.prefix, "--run-id", run_id])
             .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .unwrap_or_else(|e| panic!("cannot start rtgs load: {e}"))
+            .unwrap_or_else(|e| panic!("cannot start rtgs load: {e}"));
+        self.loads.borrow_mut().push(child.id());
+        child
     }
 
     fn load_finish(&self, child: Child) -> Value {
@@ -250,6 +260,10 @@ impl Drop for Cluster {
     fn drop(&mut self) {
         for c in 1..=3 {
             self.kill9(c);
+        }
+        for pid in self.loads.borrow().iter() {
+            // Finished loads are gone already; a failed drill's load is stopped here.
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).stderr(Stdio::null()).status();
         }
     }
 }

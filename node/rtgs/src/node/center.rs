@@ -436,7 +436,9 @@ impl Committer {
                 node.stats.seq_committed.store(last, Ordering::Relaxed);
                 node.stats.batches_committed.fetch_add(1, Ordering::Relaxed);
                 // Acks only after the commit (mission.md §2.5).
-                publish_acks(&node, &self.producer, &job.applied).await?;
+                for chunk in job.applied.chunks(COMMIT_BATCH_ENTRIES) {
+                    publish_acks(&node, &self.producer, chunk).await?;
+                }
                 let owed: Vec<NoticeItem> = job
                     .entries
                     .iter()

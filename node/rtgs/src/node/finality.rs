@@ -36,6 +36,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc;
 
+/// Notices per message: at most ~48 bytes each, so a message stays far below the 1 MB limit
+/// even when a long halted range becomes final at once.
+const NOTICES_PER_MESSAGE: usize = 8_192;
+
 /// Where the finalizer resumes.
 #[derive(Copy, Clone, Debug)]
 pub struct Start {
@@ -281,8 +285,8 @@ pub async fn run(
             s.retry_held(&node);
         }
         let notices = s.due_notices();
-        if !notices.is_empty() {
-            let body = wire::encode_notices(&notices);
+        for chunk in notices.chunks(NOTICES_PER_MESSAGE) {
+            let body = wire::encode_notices(chunk);
             loop {
                 let record = FutureRecord::<(), _>::to(&node.topics.notify).payload(&body);
                 match producer.send(record, Duration::from_secs(5)).await {
@@ -293,7 +297,7 @@ pub async fn run(
                     }
                 }
             }
-            node.stats.notices.fetch_add(notices.len() as u64, Ordering::Relaxed);
+            node.stats.notices.fetch_add(chunk.len() as u64, Ordering::Relaxed);
         }
         let unfinal = s.finalizer.seq_unfinal_first();
         let ack_offset = s.ack_offset();
