@@ -35,9 +35,10 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 /// Applied batches waiting for their commit (bounded: back-pressure on the reader).
-const COMMIT_QUEUE_BATCHES: usize = 16;
-/// Queued batches are merged into one commit up to about this many entries.
-const MERGED_COMMIT_ENTRIES_MAX: usize = 65_536;
+const COMMIT_QUEUE_BATCHES: usize = 32;
+/// Queued batches are merged into one commit up to about this many entries (a catching-up
+/// center writes each changed balance once per commit, not once per batch).
+const MERGED_COMMIT_ENTRIES_MAX: usize = 131_072;
 /// Cut a commit batch at this many entries (whole journal messages).
 const COMMIT_BATCH_ENTRIES: usize = SEQUENCER_BATCH_ENTRIES_MAX;
 /// Commit finality progress alone when no entry arrives for this long.
@@ -228,7 +229,9 @@ impl Reader {
             }
             for (offset, payload) in &batch_messages {
                 messages += 1;
-                if node.fault_drop_journal_one_in > 0 && messages % node.fault_drop_journal_one_in == 0 {
+                if node.fault_drop_journal_one_in > 0
+                    && messages.is_multiple_of(node.fault_drop_journal_one_in)
+                {
                     continue; // drill: this message is "lost"; the gap pull must recover it
                 }
                 decoded.clear();
@@ -257,12 +260,11 @@ impl Reader {
                 self.apply_ready(&mut gaps, &mut job);
             }
             job.journal_offset = self.journal_offset;
+            // Cut when the journal is idle or a quarter batch is ready; the committer merges
+            // what queues up behind a running commit.
             if !job.entries.is_empty()
-                && (batch_messages.is_empty() || job.entries.len() >= COMMIT_BATCH_ENTRIES)
+                && (batch_messages.is_empty() || job.entries.len() >= COMMIT_BATCH_ENTRIES / 4)
             {
-                let full = std::mem::replace(&mut job, self.new_job());
-                self.send(full).await?;
-            } else if !job.entries.is_empty() && job.entries.len() >= COMMIT_BATCH_ENTRIES / 4 {
                 let full = std::mem::replace(&mut job, self.new_job());
                 self.send(full).await?;
             }

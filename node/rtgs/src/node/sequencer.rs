@@ -39,6 +39,8 @@ use std::time::{Duration, Instant};
 pub const TAKEOVER_DEDUPE_ENTRIES: u64 = 262_144;
 /// The leader renews its lease (`sequencer.updated_at`) this often, even when idle.
 const LEASE_INTERVAL: Duration = Duration::from_secs(1);
+/// How often a non-leader looks at the lease.
+const LEASE_CHECK_INTERVAL: Duration = Duration::from_millis(250);
 /// A lease older than this means the leader is gone (it exceeds the group session timeout of
 /// 6 s, so the broker has expired the dead member by then). A member that sees it rejoins the
 /// group: the broker here (tansu 0.6) drops a dead member's heartbeat session but does not
@@ -76,10 +78,13 @@ pub async fn run(node: Arc<Node>, pool: deadpool_postgres::Pool) -> anyhow::Resu
     let mut leader: Option<Leader> = None;
     let mut batch: Vec<(i64, Vec<u8>)> = Vec::new();
     let mut last_lease = Instant::now();
+    let mut last_check = Instant::now();
     let mut last_join = Instant::now();
     loop {
-        if last_lease.elapsed() >= LEASE_INTERVAL {
-            last_lease = Instant::now();
+        let lease_due = leader.is_some() && last_lease.elapsed() >= LEASE_INTERVAL;
+        let check_due = leader.is_none() && last_check.elapsed() >= LEASE_CHECK_INTERVAL;
+        if lease_due || check_due {
+            (last_lease, last_check) = (Instant::now(), Instant::now());
             if let Some(l) = leader.as_ref() {
                 // The lease also checks the fence while idle.
                 if !retry_pg(&node, "sequencer lease", || store.heartbeat(l.epoch)).await? {
