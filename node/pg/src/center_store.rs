@@ -39,6 +39,8 @@ pub struct BatchCommit<'a> {
     pub tallies: &'a [TallyRow],
     pub seq_unfinal_first: Seq,
     pub ack_offset: i64,
+    /// The origin's notices are confirmed for every own entry below this seq.
+    pub seq_notice_from: Seq,
 }
 
 /// What a restarting center resumes from.
@@ -47,6 +49,7 @@ pub struct Stored {
     pub journal_offset: i64,
     pub seq_unfinal_first: Seq,
     pub ack_offset: i64,
+    pub seq_notice_from: Seq,
     pub tallies: Vec<TallyRow>,
 }
 
@@ -138,8 +141,9 @@ impl CenterStore {
         }
         replace_tallies(&tx, b.tallies, b.seq_unfinal_first).await?;
         tx.execute(
-            "UPDATE watermark SET seq_unfinal_first = $1, ack_offset = $2, updated_at = now() WHERE id = 1",
-            &[&i64_of(b.seq_unfinal_first)?, &b.ack_offset],
+            "UPDATE watermark SET seq_unfinal_first = $1, ack_offset = $2, seq_notice_from = $3,
+                    updated_at = now() WHERE id = 1",
+            &[&i64_of(b.seq_unfinal_first)?, &b.ack_offset, &i64_of(b.seq_notice_from)?],
         )
         .await?;
         tx.commit().await?;
@@ -187,7 +191,8 @@ impl CenterStore {
         let w = client
             .query_one(
                 "SELECT w.seq_applied, w.state_hash, w.journal_offset, w.seq_unfinal_first, w.ack_offset,
-                        COALESCE((SELECT timestamp_us FROM applied_entry WHERE seq = w.seq_applied), 0)
+                        COALESCE((SELECT timestamp_us FROM applied_entry WHERE seq = w.seq_applied), 0),
+                        w.seq_notice_from
                    FROM watermark w WHERE id = 1",
                 &[],
             )
@@ -242,6 +247,7 @@ impl CenterStore {
             journal_offset: w.get(2),
             seq_unfinal_first: w.get::<_, i64>(3) as u64,
             ack_offset: w.get(4),
+            seq_notice_from: w.get::<_, i64>(6) as u64,
             tallies,
         })
     }

@@ -19,7 +19,8 @@ const SEQUENCER: &[(&str, &str)] =
 const CENTER: &[(&str, &str)] = &[
     ("0001_init", include_str!("../../../migrations/center/0001_init.sql")),
     ("0002_account_fillfactor", include_str!("../../../migrations/center/0002_account_fillfactor.sql")),
-    ("0003_plugin_state", include_str!("../../../migrations/center/0003_plugin_state.sql")),
+    ("0003_notice_watermark", include_str!("../../../migrations/center/0003_notice_watermark.sql")),
+    ("0004_plugin_state", include_str!("../../../migrations/center/0004_plugin_state.sql")),
 ];
 const LOCK_KEY: i64 = 0x5254_4753; // "RTGS"
 

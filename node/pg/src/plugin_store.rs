@@ -1,4 +1,4 @@
-//! The plugin host's state in a center database (`plugin_state`, migration 0003): one row per
+//! The plugin host's state in a center database (`plugin_state`, migration 0004): one row per
 //! plugin with its checkpoint bytes, whole-state hash, owner and term, and the seq it was taken
 //! at.
 //!

@@ -143,6 +143,31 @@ impl SequencerStore {
             .await?)
     }
 
+    /// The leader's lease: refreshes `updated_at` if `epoch` is still current. `false`: fenced.
+    pub async fn heartbeat(&self, epoch: u32) -> Result<bool, StoreError> {
+        let client = self.pool.get().await?;
+        let n = client
+            .execute(
+                "UPDATE sequencer SET updated_at = now() WHERE id = 1 AND epoch = $1",
+                &[&i64::from(epoch)],
+            )
+            .await?;
+        Ok(n == 1)
+    }
+
+    /// Seconds since the leader last recorded a batch or renewed its lease, and the epoch.
+    pub async fn leader_silence(&self) -> Result<(f64, u32), StoreError> {
+        let client = self.pool.get().await?;
+        let row = client
+            .query_one(
+                "SELECT extract(epoch FROM clock_timestamp() - updated_at)::float8, epoch FROM sequencer WHERE id = 1",
+                &[],
+            )
+            .await?;
+        let epoch = u32::try_from(row.get::<_, i64>(1)).map_err(|_| StoreError::Corrupt("epoch".into()))?;
+        Ok((row.get(0), epoch))
+    }
+
     /// Whether the batch starting at `seq_first` is recorded under `epoch` (settles a
     /// `record_batch` whose commit outcome was lost with the connection).
     pub async fn is_recorded(&self, seq_first: Seq, epoch: u32) -> Result<bool, StoreError> {

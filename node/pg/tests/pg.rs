@@ -64,7 +64,10 @@ async fn migrations_apply_once() {
         .await
         .map(|rows| rows.iter().map(|r| r.get(0)).collect())
         .unwrap_or_default();
-    assert_eq!(versions, vec!["0001_init", "0002_account_fillfactor", "0003_plugin_state"]);
+    assert_eq!(
+        versions,
+        vec!["0001_init", "0002_account_fillfactor", "0003_notice_watermark", "0004_plugin_state"]
+    );
 }
 
 #[tokio::test]
@@ -144,6 +147,7 @@ async fn center_commits_batches_atomically_restores_and_never_applies_twice() {
             final_ranges: &[(chunk[0].seq, last - 1)],
             tallies: &tallies,
             seq_unfinal_first: last,
+            seq_notice_from: 1,
             ack_offset: 100 + k as i64,
         };
         store.commit_batch(&commit).await.unwrap_or_else(|e| panic!("batch {k}: {e}"));
@@ -162,6 +166,7 @@ async fn center_commits_batches_atomically_restores_and_never_applies_twice() {
         final_ranges: &[],
         tallies: &[],
         seq_unfinal_first: 1,
+        seq_notice_from: 1,
         ack_offset: 1,
     };
     match store.commit_batch(&again).await {

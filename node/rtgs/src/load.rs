@@ -51,9 +51,13 @@ pub struct LoadArgs {
     /// Commands per inbound message.
     #[arg(long, default_value_t = 500)]
     pub batch: usize,
-    /// Centers to spread the origin over (each notifies its own participants).
+    /// Centers to spread the origin over, 1..=N (each notifies its own participants).
     #[arg(long, default_value_t = 3)]
     pub centers: u8,
+    /// Origin centers, e.g. `1,2` (instead of 1..=--centers): a drill that stops a center keeps
+    /// its participants out of the run.
+    #[arg(long, value_delimiter = ',')]
+    pub origins: Vec<u8>,
     #[arg(long, env = "RTGS_BOOTSTRAP", default_value = "127.0.0.1:9092")]
     pub bootstrap: String,
     #[arg(long, env = "RTGS_TOPIC_PREFIX", default_value = "rtgs")]
@@ -123,8 +127,8 @@ impl Tracker {
 }
 
 pub fn run(args: LoadArgs) -> anyhow::Result<ExitCode> {
-    if args.batch == 0 || args.accounts < 2 || args.centers == 0 {
-        anyhow::bail!("--batch must be ≥ 1, --accounts ≥ 2 and --centers ≥ 1");
+    if args.batch == 0 || args.accounts < 2 || args.centers == 0 || args.origins.contains(&0) {
+        anyhow::bail!("--batch must be ≥ 1, --accounts ≥ 2, --centers ≥ 1 and every origin ≥ 1");
     }
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let report = rt.block_on(load(&args))?;
@@ -198,7 +202,9 @@ async fn load(args: &LoadArgs) -> anyhow::Result<Report> {
     };
     let deadline = t0 + Duration::from_secs(args.timeout_s);
     let eur = Currency::new(b"EUR").map_err(|e| anyhow::anyhow!("{e:?}"))?;
-    let origin = |k: usize| CenterId(1 + (k % usize::from(args.centers)) as u8);
+    let origins: Vec<u8> =
+        if args.origins.is_empty() { (1..=args.centers).collect() } else { args.origins.clone() };
+    let origin = |k: usize| CenterId(origins[k % origins.len()]);
 
     // Setup: open, then fund (separate messages: funding needs the open applied first, and the
     // journal keeps their order).

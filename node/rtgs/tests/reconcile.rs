@@ -78,6 +78,7 @@ async fn reconcile_finds_and_locates_divergence() {
                 final_ranges: &[],
                 tallies: &[],
                 seq_unfinal_first: 1,
+                seq_notice_from: 1,
                 ack_offset: 0,
             };
             store.commit_batch(&commit).await.unwrap_or_else(|e| panic!("{e}"));

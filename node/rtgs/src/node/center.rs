@@ -10,7 +10,7 @@
 //! At start the committed-but-unfinal acks are published again: an ack lost in a crash between
 //! commit and publish is not lost for the finalizers.
 
-use super::finality::{Shared, Start};
+use super::finality::{Handover, Shared, Start};
 use super::{now_us, retry_pg, Node};
 use anyhow::Context;
 use futures_util::FutureExt;
@@ -35,9 +35,10 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 /// Applied batches waiting for their commit (bounded: back-pressure on the reader).
-const COMMIT_QUEUE_BATCHES: usize = 16;
-/// Queued batches are merged into one commit up to about this many entries.
-const MERGED_COMMIT_ENTRIES_MAX: usize = 65_536;
+const COMMIT_QUEUE_BATCHES: usize = 32;
+/// Queued batches are merged into one commit up to about this many entries (a catching-up
+/// center writes each changed balance once per commit, not once per batch).
+const MERGED_COMMIT_ENTRIES_MAX: usize = 131_072;
 /// Cut a commit batch at this many entries (whole journal messages).
 const COMMIT_BATCH_ENTRIES: usize = SEQUENCER_BATCH_ENTRIES_MAX;
 /// Commit finality progress alone when no entry arrives for this long.
@@ -95,7 +96,7 @@ impl Center {
         center_pool: deadpool_postgres::Pool,
         seq_pool: deadpool_postgres::Pool,
         shared: Arc<Shared>,
-        notice_tx: mpsc::Sender<Vec<NoticeItem>>,
+        notice_tx: mpsc::Sender<Handover>,
     ) -> anyhow::Result<Center> {
         let store = Arc::new(CenterStore::new(center_pool));
         let stored = retry_pg(node, "load center state", || store.load()).await?;
@@ -109,23 +110,30 @@ impl Center {
             "{}: center resumes after seq {seq_applied} (journal offset {}), finality from seq {} (ack offset {})",
             node.name, stored.journal_offset, stored.seq_unfinal_first, stored.ack_offset
         );
-        shared.resume(stored.seq_unfinal_first, stored.ack_offset);
+        shared.resume(stored.seq_unfinal_first, stored.ack_offset, stored.seq_notice_from);
         let producer = rtgs_kafka::clients::producer(&node.bootstrap, &format!("{}-center", node.name))?;
         // Acks committed but maybe never published, and the origin's notices still owed.
-        let unfinal =
-            retry_pg(node, "read unfinal entries", || store.applied_since(stored.seq_unfinal_first)).await?;
-        let acks: Vec<Applied> = unfinal.iter().map(|(a, _, _)| *a).collect();
+        let from = stored.seq_unfinal_first.min(stored.seq_notice_from);
+        let since = retry_pg(node, "read unfinal entries", || store.applied_since(from)).await?;
+        let acks: Vec<Applied> =
+            since.iter().map(|(a, _, _)| *a).filter(|a| a.seq >= stored.seq_unfinal_first).collect();
         for chunk in acks.chunks(COMMIT_BATCH_ENTRIES) {
             publish_acks(node, &producer, chunk).await?;
         }
-        let owed: Vec<NoticeItem> = unfinal
+        let owed: Vec<NoticeItem> = since
             .iter()
-            .filter(|(_, origin, _)| *origin == node.center)
+            .filter(|(a, origin, bmi)| {
+                *origin == node.center && a.seq >= stored.seq_notice_from && !bmi.is_none()
+            })
             .map(|(a, _, b)| (*a, *b))
             .collect();
         if !owed.is_empty() {
-            notice_tx.send(owed).await.context("finality task is gone")?;
+            eprintln!("{}: {} notices owed from before the restart", node.name, owed.len());
         }
+        notice_tx
+            .send(Handover { committed_through: seq_applied, owed })
+            .await
+            .context("finality task is gone")?;
         let (job_tx, job_rx) = mpsc::channel(COMMIT_QUEUE_BATCHES);
         let reader = Reader {
             node: Arc::clone(node),
@@ -136,7 +144,11 @@ impl Center {
         };
         let committer = Committer { node: Arc::clone(node), store, producer, shared, notice_tx };
         Ok(Center {
-            start: Start { seq_unfinal_first: stored.seq_unfinal_first, ack_offset: stored.ack_offset },
+            start: Start {
+                seq_unfinal_first: stored.seq_unfinal_first,
+                ack_offset: stored.ack_offset,
+                committed_through: seq_applied,
+            },
             tasks: vec![Box::pin(reader.run()), Box::pin(committer.run(job_rx))],
         })
     }
@@ -217,7 +229,9 @@ impl Reader {
             }
             for (offset, payload) in &batch_messages {
                 messages += 1;
-                if node.fault_drop_journal_one_in > 0 && messages % node.fault_drop_journal_one_in == 0 {
+                if node.fault_drop_journal_one_in > 0
+                    && messages.is_multiple_of(node.fault_drop_journal_one_in)
+                {
                     continue; // drill: this message is "lost"; the gap pull must recover it
                 }
                 decoded.clear();
@@ -246,12 +260,11 @@ impl Reader {
                 self.apply_ready(&mut gaps, &mut job);
             }
             job.journal_offset = self.journal_offset;
+            // Cut when the journal is idle or a quarter batch is ready; the committer merges
+            // what queues up behind a running commit.
             if !job.entries.is_empty()
-                && (batch_messages.is_empty() || job.entries.len() >= COMMIT_BATCH_ENTRIES)
+                && (batch_messages.is_empty() || job.entries.len() >= COMMIT_BATCH_ENTRIES / 4)
             {
-                let full = std::mem::replace(&mut job, self.new_job());
-                self.send(full).await?;
-            } else if !job.entries.is_empty() && job.entries.len() >= COMMIT_BATCH_ENTRIES / 4 {
                 let full = std::mem::replace(&mut job, self.new_job());
                 self.send(full).await?;
             }
@@ -356,7 +369,7 @@ struct Committer {
     store: Arc<CenterStore>,
     producer: FutureProducer,
     shared: Arc<Shared>,
-    notice_tx: mpsc::Sender<Vec<NoticeItem>>,
+    notice_tx: mpsc::Sender<Handover>,
 }
 
 impl Committer {
@@ -401,6 +414,7 @@ impl Committer {
                 tallies: &[],
                 seq_unfinal_first: progress.seq_unfinal_first,
                 ack_offset: progress.ack_offset,
+                seq_notice_from: progress.seq_notice_from,
             };
             let last = job.applied.last().map(|a| a.seq);
             loop {
@@ -424,7 +438,9 @@ impl Committer {
                 node.stats.seq_committed.store(last, Ordering::Relaxed);
                 node.stats.batches_committed.fetch_add(1, Ordering::Relaxed);
                 // Acks only after the commit (mission.md §2.5).
-                publish_acks(&node, &self.producer, &job.applied).await?;
+                for chunk in job.applied.chunks(COMMIT_BATCH_ENTRIES) {
+                    publish_acks(&node, &self.producer, chunk).await?;
+                }
                 let owed: Vec<NoticeItem> = job
                     .entries
                     .iter()
@@ -432,12 +448,10 @@ impl Committer {
                     .filter(|(e, _)| e.origin == node.center && !e.bmi.is_none())
                     .map(|(e, a)| (*a, e.bmi))
                     .collect();
-                if !owed.is_empty() {
-                    self.notice_tx
-                        .send(owed)
-                        .await
-                        .map_err(|_| anyhow::anyhow!("the finality task stopped"))?;
-                }
+                self.notice_tx
+                    .send(Handover { committed_through: last, owed })
+                    .await
+                    .map_err(|_| anyhow::anyhow!("the finality task stopped"))?;
             }
         }
     }

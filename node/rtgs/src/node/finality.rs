@@ -12,9 +12,10 @@
 //! seq"); a finalized seq is never declared again because the finalizer starts at the persisted
 //! `seq_unfinal_first`.
 //!
-//! Notices: the origin center tells the participant, once per final seq, after the notice is
-//! confirmed by the broker and before that progress is handed to the committer — so a crash
-//! re-sends (at-least-once), never loses, a notice.
+//! Notices: the origin center tells the participant once its own entry is final and committed
+//! here. The committer persists `seq_notice_from` — the first own entry whose notice the broker
+//! has not confirmed — so a restart re-sends (at-least-once), never loses, a notice, even for a
+//! seq the other two centers finalized before this one applied it.
 
 use super::center::NoticeItem;
 use super::Node;
@@ -35,11 +36,24 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc;
 
+/// Notices per message: at most ~48 bytes each, so a message stays far below the 1 MB limit
+/// even when a long halted range becomes final at once.
+const NOTICES_PER_MESSAGE: usize = 8_192;
+
 /// Where the finalizer resumes.
 #[derive(Copy, Clone, Debug)]
 pub struct Start {
     pub seq_unfinal_first: Seq,
     pub ack_offset: i64,
+    /// The center's committed watermark at start.
+    pub committed_through: Seq,
+}
+
+/// From the committer: every entry up to `committed_through` is committed; `owed` are this
+/// center's own entries among them (in seq order) whose participants await a notice.
+pub struct Handover {
+    pub committed_through: Seq,
+    pub owed: Vec<NoticeItem>,
 }
 
 /// Finality progress not yet committed.
@@ -48,6 +62,8 @@ pub struct Progress {
     pub ranges: Vec<(Seq, Seq)>,
     pub seq_unfinal_first: Seq,
     pub ack_offset: i64,
+    /// Notices of own entries below this seq are confirmed by the broker.
+    pub seq_notice_from: Seq,
 }
 
 /// Hand-over from the finality task to the committer.
@@ -60,8 +76,9 @@ impl Shared {
     fn lock(&self) -> std::sync::MutexGuard<'_, (Progress, bool)> {
         self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
-    pub fn resume(&self, seq_unfinal_first: Seq, ack_offset: i64) {
-        *self.lock() = (Progress { ranges: Vec::new(), seq_unfinal_first, ack_offset }, false);
+    pub fn resume(&self, seq_unfinal_first: Seq, ack_offset: i64, seq_notice_from: Seq) {
+        *self.lock() =
+            (Progress { ranges: Vec::new(), seq_unfinal_first, ack_offset, seq_notice_from }, false);
     }
     /// The progress since the last take, if any.
     pub fn take(&self) -> Option<Progress> {
@@ -78,7 +95,13 @@ impl Shared {
         let g = self.lock();
         Progress { ranges: Vec::new(), ..g.0.clone() }
     }
-    fn publish(&self, ranges: &mut Vec<(Seq, Seq)>, seq_unfinal_first: Seq, ack_offset: i64) {
+    fn publish(
+        &self,
+        ranges: &mut Vec<(Seq, Seq)>,
+        seq_unfinal_first: Seq,
+        ack_offset: i64,
+        seq_notice_from: Seq,
+    ) {
         let mut g = self.lock();
         let p = &mut g.0;
         for (lo, hi) in ranges.drain(..) {
@@ -87,9 +110,9 @@ impl Shared {
                 _ => p.ranges.push((lo, hi)),
             }
         }
-        if (p.seq_unfinal_first, p.ack_offset) != (seq_unfinal_first, ack_offset) || !p.ranges.is_empty() {
-            p.seq_unfinal_first = seq_unfinal_first;
-            p.ack_offset = ack_offset;
+        let position = (seq_unfinal_first, ack_offset, seq_notice_from);
+        if (p.seq_unfinal_first, p.ack_offset, p.seq_notice_from) != position || !p.ranges.is_empty() {
+            (p.seq_unfinal_first, p.ack_offset, p.seq_notice_from) = position;
             g.1 = true;
         }
     }
@@ -105,6 +128,8 @@ struct State {
     events: Vec<Finality>,
     ranges: Vec<(Seq, Seq)>,
     pending: VecDeque<NoticeItem>,
+    /// Every entry up to here is committed and its owed notice (if any) handed over.
+    committed_through: Seq,
 }
 
 impl State {
@@ -165,6 +190,11 @@ impl State {
         self.offsets.front().map_or(self.last_offset, |&(offset, _)| offset - 1)
     }
 
+    /// Own entries below this seq have their notices confirmed.
+    fn seq_notice_from(&self) -> Seq {
+        self.pending.front().map_or(self.committed_through + 1, |(a, _)| a.seq)
+    }
+
     /// Notices owed for seqs that are final now (none while finality is halted).
     fn due_notices(&mut self) -> Vec<Notice> {
         let mut out = Vec::new();
@@ -188,7 +218,7 @@ pub async fn run(
     node: Arc<Node>,
     start: Start,
     shared: Arc<Shared>,
-    mut notice_rx: mpsc::Receiver<Vec<NoticeItem>>,
+    mut notice_rx: mpsc::Receiver<Handover>,
 ) -> anyhow::Result<()> {
     let consumer: StreamConsumer = rtgs_kafka::clients::consumer(
         &node.bootstrap,
@@ -208,13 +238,17 @@ pub async fn run(
         events: Vec::new(),
         ranges: Vec::new(),
         pending: VecDeque::new(),
+        committed_through: start.committed_through,
     };
     let mut acks = Vec::new();
     loop {
         tokio::select! {
             biased;
-            items = notice_rx.recv() => match items {
-                Some(items) => s.pending.extend(items),
+            handover = notice_rx.recv() => match handover {
+                Some(h) => {
+                    s.pending.extend(h.owed);
+                    s.committed_through = s.committed_through.max(h.committed_through);
+                }
                 None => anyhow::bail!("the committer stopped"),
             },
             first = tokio::time::timeout(Duration::from_millis(20), consumer.recv()), if s.held.is_empty() => {
@@ -251,8 +285,8 @@ pub async fn run(
             s.retry_held(&node);
         }
         let notices = s.due_notices();
-        if !notices.is_empty() {
-            let body = wire::encode_notices(&notices);
+        for chunk in notices.chunks(NOTICES_PER_MESSAGE) {
+            let body = wire::encode_notices(chunk);
             loop {
                 let record = FutureRecord::<(), _>::to(&node.topics.notify).payload(&body);
                 match producer.send(record, Duration::from_secs(5)).await {
@@ -263,10 +297,11 @@ pub async fn run(
                     }
                 }
             }
-            node.stats.notices.fetch_add(notices.len() as u64, Ordering::Relaxed);
+            node.stats.notices.fetch_add(chunk.len() as u64, Ordering::Relaxed);
         }
         let unfinal = s.finalizer.seq_unfinal_first();
         let ack_offset = s.ack_offset();
-        shared.publish(&mut s.ranges, unfinal, ack_offset);
+        let notice_from = s.seq_notice_from();
+        shared.publish(&mut s.ranges, unfinal, ack_offset, notice_from);
     }
 }

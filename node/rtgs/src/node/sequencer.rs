@@ -37,6 +37,16 @@ use std::time::{Duration, Instant};
 /// Outbox entries replayed into the dedupe window by a new leader (≈ 2.6 s at 100,000/s; older
 /// retries are sequenced again — the bound is documented in ARCHITECTURE.md).
 pub const TAKEOVER_DEDUPE_ENTRIES: u64 = 262_144;
+/// The leader renews its lease (`sequencer.updated_at`) this often, even when idle.
+const LEASE_INTERVAL: Duration = Duration::from_secs(1);
+/// How often a non-leader looks at the lease.
+const LEASE_CHECK_INTERVAL: Duration = Duration::from_millis(250);
+/// A lease older than this means the leader is gone (it exceeds the group session timeout of
+/// 6 s, so the broker has expired the dead member by then). A member that sees it rejoins the
+/// group: the broker here (tansu 0.6) drops a dead member's heartbeat session but does not
+/// reassign its partition until some member joins; on Apache Kafka the rejoin is a harmless
+/// extra rebalance. The epoch fence keeps any rebalance safe.
+const LEADER_SILENCE_MAX: Duration = Duration::from_millis(6_500);
 /// Journal messages published but not yet confirmed by the broker before the leader waits.
 const IN_FLIGHT_MAX: usize = 64;
 /// How often published batches are marked so in the outbox (a new leader republishes at most
@@ -63,21 +73,44 @@ struct Leader {
 
 pub async fn run(node: Arc<Node>, pool: deadpool_postgres::Pool) -> anyhow::Result<()> {
     let store = SequencerStore::new(pool);
-    let leadership = Leadership::new(&node.topics.inbound);
-    let consumer: StreamConsumer<Leadership> = rtgs_kafka::clients::consumer(
-        &node.bootstrap,
-        &node.group("sequencer"),
-        &format!("{}-sequencer", node.name),
-        leadership.clone(),
-    )?;
-    consumer.subscribe(&[&node.topics.inbound]).context("subscribe to the inbound topic")?;
+    let (mut consumer, mut leadership) = join_group(&node)?;
     let producer = rtgs_kafka::clients::producer(&node.bootstrap, &format!("{}-sequencer", node.name))?;
     let mut leader: Option<Leader> = None;
     let mut batch: Vec<(i64, Vec<u8>)> = Vec::new();
+    let mut last_lease = Instant::now();
+    let mut last_check = Instant::now();
+    let mut last_join = Instant::now();
     loop {
+        let lease_due = leader.is_some() && last_lease.elapsed() >= LEASE_INTERVAL;
+        let check_due = leader.is_none() && last_check.elapsed() >= LEASE_CHECK_INTERVAL;
+        if lease_due || check_due {
+            (last_lease, last_check) = (Instant::now(), Instant::now());
+            if let Some(l) = leader.as_ref() {
+                // The lease also checks the fence while idle.
+                if !retry_pg(&node, "sequencer lease", || store.heartbeat(l.epoch)).await? {
+                    eprintln!("{}: sequencer: fenced by a newer leader; stepping down", node.name);
+                    leader = None;
+                    node.stats.leader.store(false, Ordering::Relaxed);
+                }
+            } else if last_join.elapsed() >= LEADER_SILENCE_MAX {
+                let (silence, epoch) =
+                    retry_pg(&node, "sequencer lease check", || store.leader_silence()).await?;
+                if silence >= LEADER_SILENCE_MAX.as_secs_f64() {
+                    eprintln!(
+                        "{}: sequencer: no leader for {silence:.1} s (epoch {epoch}): rejoining group {} to \
+                         force a rebalance",
+                        node.name,
+                        node.group("sequencer")
+                    );
+                    drop(consumer);
+                    (consumer, leadership) = join_group(&node)?;
+                    last_join = Instant::now();
+                }
+            }
+        }
         if leadership.is_leader() != leader.is_some() {
             if leadership.is_leader() {
-                leader = Some(take_over(&node, &store, &producer).await?);
+                leader = Some(take_over(&node, &store, &producer, &consumer).await?);
             } else {
                 eprintln!("{}: sequencer: stepping down (partition revoked)", node.name);
                 leader = None;
@@ -132,9 +165,27 @@ pub async fn run(node: Arc<Node>, pool: deadpool_postgres::Pool) -> anyhow::Resu
     }
 }
 
+/// A fresh member of group `sequencer` (a new member id: joining triggers a rebalance).
+fn join_group(node: &Node) -> anyhow::Result<(StreamConsumer<Leadership>, Leadership)> {
+    let leadership = Leadership::new(&node.topics.inbound);
+    let consumer: StreamConsumer<Leadership> = rtgs_kafka::clients::consumer(
+        &node.bootstrap,
+        &node.group("sequencer"),
+        &format!("{}-sequencer", node.name),
+        leadership.clone(),
+    )?;
+    consumer.subscribe(&[&node.topics.inbound]).context("subscribe to the inbound topic")?;
+    Ok((consumer, leadership))
+}
+
 /// Becomes the leader: bump the epoch in PostgreSQL, rebuild the sequencer from the outbox,
 /// republish what was recorded but not published.
-async fn take_over(node: &Node, store: &SequencerStore, producer: &FutureProducer) -> anyhow::Result<Leader> {
+async fn take_over(
+    node: &Node,
+    store: &SequencerStore,
+    producer: &FutureProducer,
+    consumer: &StreamConsumer<Leadership>,
+) -> anyhow::Result<Leader> {
     let started = Instant::now();
     let t = retry_pg(node, "sequencer takeover", || store.take_over(&node.name)).await?;
     let mut sequencer = Sequencer::new(node.center, 0);
@@ -176,6 +227,8 @@ async fn take_over(node: &Node, store: &SequencerStore, producer: &FutureProduce
         retry_pg(node, "mark republished", || store.mark_published(last.seq_first)).await?;
     }
     node.stats.epoch.store(u64::from(t.epoch), Ordering::Relaxed);
+    // Messages read before this instance led were dropped: read on from the recorded offset.
+    seek(node, consumer, t.inbound_offset + 1);
     node.stats.seq_sequenced.store(t.last_seq, Ordering::Relaxed);
     node.stats.takeovers.fetch_add(1, Ordering::Relaxed);
     node.stats.leader.store(true, Ordering::Relaxed);
@@ -251,11 +304,18 @@ async fn lead(
     let now = now_us();
     let mut commands: Vec<Command> = Vec::new();
     let mut last_offset = l.inbound_offset;
+    let mut seek_to = None;
     for (offset, payload) in batch {
-        if *offset <= l.inbound_offset {
+        if *offset <= last_offset {
             continue; // sequenced by this or an earlier leader
         }
-        last_offset = last_offset.max(*offset);
+        if *offset > last_offset + 1 {
+            // Inbound offsets are contiguous (no transactions, no compaction): a message was not
+            // seen here (read before this instance led). Go back for it; never skip one.
+            seek_to = Some(last_offset + 1);
+            break;
+        }
+        last_offset = *offset;
         let before = commands.len();
         let mut at = 0;
         while at < payload.len() {
@@ -305,7 +365,21 @@ async fn lead(
         // Only retries: nothing to record; re-reading them after a failover is harmless.
         l.inbound_offset = last_offset;
     }
+    if let Some(offset) = seek_to {
+        seek(node, consumer, offset);
+    }
     settle_deliveries(node, store, producer, consumer, l, false).await
+}
+
+/// Moves the inbound consumer to `offset` (the next message to sequence).
+fn seek(node: &Node, consumer: &StreamConsumer<Leadership>, offset: i64) {
+    let result = tokio::task::block_in_place(|| {
+        consumer.seek(&node.topics.inbound, 0, Offset::Offset(offset), Duration::from_secs(5))
+    });
+    match result {
+        Ok(()) => eprintln!("{}: sequencer: inbound resumes at offset {offset}", node.name),
+        Err(e) => eprintln!("{}: sequencer: cannot seek the inbound topic to {offset}: {e}", node.name),
+    }
 }
 
 async fn record_and_publish(

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Measures the production engine on this machine: three `rtgs node` processes, the broker and
+# PostgreSQL together (issue 3's targets).
+#
+#   bench/cluster.sh [TRANSFERS] [CATCHUP_ENTRIES]     (defaults 1000000 and 1000000)
+#
+# 1. throughput: `rtgs load` of TRANSFERS transfers, as fast as they go, finalized end to end
+#    (every center persisting to PostgreSQL);
+# 2. takeover: kill -9 of the sequencer leader, time until another center leads;
+# 3. catch-up: DC3 stopped while CATCHUP_ENTRIES transfers are finalized by DC1+DC2, then
+#    restarted: entries/s until it has applied and committed all of them.
+# Ends with `rtgs reconcile`. Fresh databases and topics (prefix bench_<time>) every run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=${1:-1000000}
+CATCHUP=${2:-1000000}
+scripts/infra-up.sh all
+cargo build --release -p rtgs --quiet
+BIN=$PWD/target/release/rtgs
+P=bench_$(date +%s)
+DIR=$(mktemp -d /tmp/$P.XXXX)
+echo "bench/cluster.sh: prefix $P, logs in $DIR" >&2
+start() { # center
+  CENTER_ID=$1 CENTER_COUNT=3 RTGS_DB=${P}_dc$1 RTGS_SEQ_DB=${P}_seq RTGS_TOPIC_PREFIX=$P \
+    RTGS_STATUS_FILE=$DIR/dc$1.json RTGS_STATUS_INTERVAL_S=5 RTGS_NO_IDLE_TICK=true \
+    "$BIN" node >>"$DIR/dc$1.log" 2>&1 &
+  echo $! >"$DIR/dc$1.pid"
+}
+calc() { python3 -c "print(round($1, 2))"; }
+field() { python3 -c "import json,sys; print(json.load(open('$DIR/dc$1.json'))['$2'])" 2>/dev/null || echo 0; }
+leader() { for c in 1 2 3; do [ "$(field $c leader)" = True ] && { echo $c; return; }; done; echo 0; }
+cleanup() { for c in 1 2 3; do [ -f "$DIR/dc$c.pid" ] && kill "$(cat "$DIR/dc$c.pid")" 2>/dev/null || true; done; }
+trap cleanup EXIT
+for c in 1 2 3; do start $c; done
+until [ "$(leader)" != 0 ]; do sleep 0.5; done; sleep 8   # let the group settle
+echo "== throughput: $N transfers" >&2
+"$BIN" load --topic-prefix "$P" --transfers "$N" --accounts 10000 --batch 2000 --timeout-s 600
+
+echo "== takeover: kill -9 of the sequencer leader" >&2
+L=$(leader); E=$(field "$L" epoch)
+kill -9 "$(cat "$DIR/dc$L.pid")"; rm -f "$DIR/dc$L.json"; T0=$(date +%s.%N)
+while :; do
+  for c in 1 2 3; do
+    [ "$c" = "$L" ] && continue
+    if [ "$(field $c leader)" = True ] && [ "$(field $c epoch)" -gt "$E" ]; then
+      echo "takeover: DC$c leads (epoch $(field $c epoch)) $(calc "$(date +%s.%N) - $T0") s after kill -9 of DC$L"
+      break 2
+    fi
+  done
+  sleep 0.05
+done
+start "$L"; sleep 5
+
+echo "== catch-up: DC3 down for $CATCHUP entries" >&2
+kill "$(cat "$DIR/dc3.pid")"; sleep 1; rm -f "$DIR/dc3.json"
+until [ "$(leader)" != 0 ] && [ "$(leader)" != 3 ]; do sleep 0.5; done
+"$BIN" load --topic-prefix "$P" --transfers "$CATCHUP" --accounts 10000 --skip-setup --batch 2000 \
+  --origins 1,2 --timeout-s 600 --run-id C$P
+TARGET=$(field 1 seq_committed)
+T0=$(date +%s.%N); start 3
+while [ "$(field 3 seq_committed)" -lt "$TARGET" ]; do sleep 0.05; done
+T1=$(date +%s.%N)
+echo "catch-up: DC3 applied and committed up to seq $TARGET in $(calc "$T1 - $T0") s (process start included): $(calc "$CATCHUP / ($T1 - $T0)") entries/s"
+sleep 2
+"$BIN" reconcile --db-prefix "${P}_dc"
