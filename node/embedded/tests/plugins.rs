@@ -7,6 +7,7 @@ use rtgs_collection::chain_sim::ChainConfig;
 use rtgs_collection::types::ChainId;
 use rtgs_collection::CollectionPlugin;
 use rtgs_core::entry::{CenterId, Command, Payload};
+use rtgs_core::plugin_host::SetOwner;
 use rtgs_embedded::cluster::{Cluster, ClusterConfig, Figures, PluginSetup, StartError};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -60,6 +61,11 @@ fn a_sweep_runs_through_the_journal_and_plugin_state_survives_a_restart() {
         Cluster::start_with_plugins(&ClusterConfig::new(&dir), setup(&w)).unwrap_or_else(|e| panic!("{e}"));
     submit(&cluster, w.setup_commands(ChainId(1)));
     wait_for(&cluster, "deposits queued", |f| figure(f, "collection_rows_queued") == w.wallets);
+    // Ownership moves to DC2 by a journal entry: from then on DC2's thread hands the effects over.
+    let kind = rtgs_core::entry::PluginKind::Collection;
+    let owner = SetOwner { term: 1, owner: CenterId(2) }.to_command(kind).unwrap_or_else(|e| panic!("{e}"));
+    submit(&cluster, vec![(SetOwner::bmi(kind, 1).unwrap_or_else(|e| panic!("{e}")), owner)]);
+    wait_for(&cluster, "DC2 owns the plugin", |f| figure(f, "owner_center") == 2);
     submit(&cluster, w.run_now(1).into_iter().collect());
     wait_for(&cluster, "every deposit collected", |f| figure(f, "collection_rows_collected") == w.wallets);
     assert!(figure(&cluster.adapter_figures(), "adapter_effects_executed") > 0);
@@ -67,6 +73,7 @@ fn a_sweep_runs_through_the_journal_and_plugin_state_survives_a_restart() {
     assert!(report.errors.is_empty(), "{:?}", report.errors);
     let first = &report.centers[0];
     assert_eq!(figure(&first.plugin_figures, "collection_batches_confirmed"), w.wallets);
+    assert_eq!(figure(&first.plugin_figures, "owner_center"), 2, "every center agrees DC2 owns it");
     assert_ne!(first.plugin_state_hash, 0);
     for c in &report.centers {
         assert_eq!(c.seq_applied, report.journal_seq_last);
