@@ -1,12 +1,14 @@
 //! # rtgs-embedded: the embedded engine (the default)
 //!
 //! # Layout
-//! One process runs the sequencer, three centers and their finalizers; no services needed.
+//! One process runs the sequencer, three centers and their finalizers (and, optionally, the
+//! centers' plugin hosts and the plugins' adapter thread); no services needed.
 //!
 //! * [`journal`] — segmented, append-only journal files of CRC-checked frames; fsync per group
 //!   of batches before any center sees them; torn-tail truncation on open; readers for replay.
 //! * [`checkpoint`] — each center's durable state (ledger + watermark, finalizer tallies,
-//!   retained acks, unannounced outcomes) in one atomically replaced file.
+//!   retained acks, unannounced outcomes) in one atomically replaced file; the plugin host's
+//!   state in its own file, written only when it changed.
 //! * [`cluster`] — the threads and bounded queues that drive the core's state machines.
 //! * [`limits`] — queue capacities, segment size, checkpoint interval.
 

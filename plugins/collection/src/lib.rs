@@ -24,6 +24,13 @@
 //!   injectable faults.
 //! * [`driver`] — a single-threaded journal driver: sequences commands and ticks, applies them,
 //!   executes effects on an adapter and feeds the results back (tests and demos).
+//! * `pending` — the effects still awaited, rebuilt from the state (`Plugin::pending_effects`,
+//!   what a new owner re-executes), and the report figures.
+//! * [`adapter`] — [`adapter::NodeAdapter`]: a [`ChainAdapter`] as the node's `EffectAdapter`
+//!   (result `bmi`s derived from effect ids, the chain's clock scaled against the journal's);
+//!   [`adapter::Workload`]: deposits and relayers for demos and the simulator.
+//! * [`sim_world`] — [`sim_world::CollectionSim`]: the plugin's world in the core's
+//!   deterministic simulator, with the end checks (identical state, no sweep broadcast twice).
 //! * [`limits`] — every bound of the crate in one place.
 //!
 //! **Architecture Invariant**: nothing here reads a clock or does I/O; "now" is the entry's
