@@ -13,6 +13,7 @@
 mod demo;
 mod load;
 mod node;
+mod pg_args;
 mod reconcile;
 mod sim;
 mod verify;

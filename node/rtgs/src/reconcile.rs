@@ -17,15 +17,8 @@ pub struct ReconcileArgs {
     /// Database name prefix.
     #[arg(long, default_value = "rtgs_dc")]
     pub db_prefix: String,
-    #[arg(long, env = "PGHOST", default_value = "127.0.0.1")]
-    pub pg_host: String,
-    #[arg(long, env = "PGPORT", default_value_t = 5432)]
-    pub pg_port: u16,
-    #[arg(long, env = "PGUSER", default_value = "postgres")]
-    pub pg_user: String,
-    /// Password (prefer the PGPASSWORD environment variable).
-    #[arg(long, env = "PGPASSWORD", default_value = "postgres", hide_env_values = true)]
-    pub pg_password: String,
+    #[command(flatten)]
+    pub pg: crate::pg_args::PgArgs,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -87,10 +80,10 @@ async fn reconcile(args: &ReconcileArgs) -> anyhow::Result<Report> {
     let mut snaps = Vec::new();
     for i in 1..=args.centers {
         let db = format!("{}{i}", args.db_prefix);
-        let pool = rtgs_pg::pool(&args.pg_host, args.pg_port, &args.pg_user, &args.pg_password, &db, 1)?;
+        let pool = args.pg.pool(&db, 1)?;
         let snap = snapshot(&pool, &format!("DC{i}"))
             .await
-            .with_context(|| format!("reading {db} on {}:{}", args.pg_host, args.pg_port))?;
+            .with_context(|| format!("reading {db} on {}", args.pg.server()))?;
         snaps.push(snap);
         pools.push(pool);
     }

@@ -14,10 +14,8 @@ use super::finality::{Handover, Shared, Start};
 use super::{now_us, retry_pg, Node};
 use anyhow::Context;
 use futures_util::FutureExt;
-use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::Message;
 use rdkafka::producer::{FutureProducer, FutureRecord};
-use rdkafka::{Offset, TopicPartitionList};
 use rtgs_core::codec;
 use rtgs_core::entry::{Bmi, Currency, Entry, Seq};
 use rtgs_core::gap_buffer::{gap_buffer, GapConsumer, GapProducer, Insert};
@@ -190,15 +188,7 @@ struct Reader {
 impl Reader {
     async fn run(mut self) -> anyhow::Result<()> {
         let node = Arc::clone(&self.node);
-        let consumer: StreamConsumer = rtgs_kafka::clients::consumer(
-            &node.bootstrap,
-            &node.group(&format!("ledger-{}", node.name)),
-            &format!("{}-ledger", node.name),
-            rdkafka::consumer::DefaultConsumerContext,
-        )?;
-        let mut tpl = TopicPartitionList::new();
-        tpl.add_partition_offset(&node.topics.journal, 0, Offset::Offset(self.journal_offset + 1))?;
-        consumer.assign(&tpl).context("assign the journal partition")?;
+        let consumer = node.assigned_consumer("ledger", &node.topics.journal, self.journal_offset + 1)?;
         let (producer, mut gaps) = gap_buffer::<Entry>(GAP_BUFFER_SLOTS, self.ledger.seq_applied() + 1);
         let mut job = self.new_job();
         let mut decoded = Vec::new();

@@ -19,12 +19,9 @@
 
 use super::center::NoticeItem;
 use super::Node;
-use anyhow::Context;
 use futures_util::FutureExt;
-use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::Message;
 use rdkafka::producer::FutureRecord;
-use rdkafka::{Offset, TopicPartitionList};
 use rtgs_core::entry::{CenterId, Outcome, Seq};
 use rtgs_core::finalizer::{AckResult, Finality, Finalizer};
 use rtgs_core::ledger::Applied;
@@ -220,15 +217,7 @@ pub async fn run(
     shared: Arc<Shared>,
     mut notice_rx: mpsc::Receiver<Handover>,
 ) -> anyhow::Result<()> {
-    let consumer: StreamConsumer = rtgs_kafka::clients::consumer(
-        &node.bootstrap,
-        &node.group(&format!("finalizer-{}", node.name)),
-        &format!("{}-finalizer", node.name),
-        rdkafka::consumer::DefaultConsumerContext,
-    )?;
-    let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(&node.topics.applied, 0, Offset::Offset(start.ack_offset + 1))?;
-    consumer.assign(&tpl).context("assign the applied-acks partition")?;
+    let consumer = node.assigned_consumer("finalizer", &node.topics.applied, start.ack_offset + 1)?;
     let producer = rtgs_kafka::clients::producer(&node.bootstrap, &format!("{}-notify", node.name))?;
     let mut s = State {
         finalizer: Finalizer::with_window(node.center_count, FINALIZER_WINDOW_SEQS, start.seq_unfinal_first),

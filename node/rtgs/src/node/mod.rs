@@ -26,7 +26,6 @@ use anyhow::Context;
 use clap::Args;
 use rtgs_core::entry::CenterId;
 use rtgs_kafka::topics::TopicNames;
-use serde::Serialize;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -58,15 +57,8 @@ pub struct NodeArgs {
     /// The sequencer's database, shared by all centers.
     #[arg(long, env = "RTGS_SEQ_DB", default_value = "rtgs_seq")]
     pub seq_db: String,
-    #[arg(long, env = "PGHOST", default_value = "127.0.0.1")]
-    pub pg_host: String,
-    #[arg(long, env = "PGPORT", default_value_t = 5432)]
-    pub pg_port: u16,
-    #[arg(long, env = "PGUSER", default_value = "postgres")]
-    pub pg_user: String,
-    /// Password (prefer the PGPASSWORD environment variable).
-    #[arg(long, env = "PGPASSWORD", default_value = "postgres", hide_env_values = true)]
-    pub pg_password: String,
+    #[command(flatten)]
+    pub pg: crate::pg_args::PgArgs,
     /// Write the node's status as JSON to this file about every 200 ms (tests, scripts).
     #[arg(long, env = "RTGS_STATUS_FILE")]
     pub status_file: Option<PathBuf>,
@@ -97,6 +89,27 @@ pub struct Node {
 }
 
 impl Node {
+    /// A consumer of `topic`'s one partition from `offset`, in group `ROLE-DCn`: assigned, not
+    /// subscribed (each center reads everything; its progress is in its own database).
+    pub fn assigned_consumer(
+        &self,
+        role: &str,
+        topic: &str,
+        offset: i64,
+    ) -> anyhow::Result<rdkafka::consumer::StreamConsumer> {
+        use rdkafka::consumer::Consumer;
+        let consumer: rdkafka::consumer::StreamConsumer = rtgs_kafka::clients::consumer(
+            &self.bootstrap,
+            &self.group(&format!("{role}-{}", self.name)),
+            &format!("{}-{role}", self.name),
+            rdkafka::consumer::DefaultConsumerContext,
+        )?;
+        let mut tpl = rdkafka::TopicPartitionList::new();
+        tpl.add_partition_offset(topic, 0, rdkafka::Offset::Offset(offset))?;
+        consumer.assign(&tpl).with_context(|| format!("assign {topic} from offset {offset}"))?;
+        Ok(consumer)
+    }
+
     /// Consumer group `name`, prefixed when the topics are.
     pub fn group(&self, name: &str) -> String {
         match &self.group_prefix {
@@ -128,54 +141,36 @@ pub struct Stats {
     pub malformed_inbound: AtomicU64,
 }
 
-#[derive(Serialize)]
-struct StatusJson {
-    center: String,
-    pid: u32,
-    leader: bool,
-    epoch: u64,
-    takeovers: u64,
-    seq_sequenced: u64,
-    seq_applied: u64,
-    seq_committed: u64,
-    seq_unfinal_first: u64,
-    finalized: u64,
-    divergences: u64,
-    halted: bool,
-    gap_pulls: u64,
-    gap_entries_pulled: u64,
-    notices: u64,
-    refusals: u64,
-    batches_committed: u64,
-    pg_retries: u64,
-    malformed_inbound: u64,
-}
-
 impl Node {
-    fn status(&self) -> StatusJson {
+    /// The status as JSON: every counter of [`Stats`] under its own name.
+    fn status(&self) -> serde_json::Value {
         let s = &self.stats;
-        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        StatusJson {
-            center: self.name.clone(),
-            pid: std::process::id(),
-            leader: s.leader.load(Ordering::Relaxed),
-            epoch: g(&s.epoch),
-            takeovers: g(&s.takeovers),
-            seq_sequenced: g(&s.seq_sequenced),
-            seq_applied: g(&s.seq_applied),
-            seq_committed: g(&s.seq_committed),
-            seq_unfinal_first: g(&s.seq_unfinal_first),
-            finalized: g(&s.finalized),
-            divergences: g(&s.divergences),
-            halted: s.halted.load(Ordering::Relaxed),
-            gap_pulls: g(&s.gap_pulls),
-            gap_entries_pulled: g(&s.gap_entries_pulled),
-            notices: g(&s.notices),
-            refusals: g(&s.refusals),
-            batches_committed: g(&s.batches_committed),
-            pg_retries: g(&s.pg_retries),
-            malformed_inbound: g(&s.malformed_inbound),
+        let counters: [(&str, &AtomicU64); 16] = [
+            ("epoch", &s.epoch),
+            ("takeovers", &s.takeovers),
+            ("seq_sequenced", &s.seq_sequenced),
+            ("seq_applied", &s.seq_applied),
+            ("seq_committed", &s.seq_committed),
+            ("seq_unfinal_first", &s.seq_unfinal_first),
+            ("finalized", &s.finalized),
+            ("divergences", &s.divergences),
+            ("gap_pulls", &s.gap_pulls),
+            ("gap_entries_pulled", &s.gap_entries_pulled),
+            ("notices", &s.notices),
+            ("refusals", &s.refusals),
+            ("batches_committed", &s.batches_committed),
+            ("pg_retries", &s.pg_retries),
+            ("malformed_inbound", &s.malformed_inbound),
+            ("pid", &AtomicU64::new(u64::from(std::process::id()))),
+        ];
+        let mut map = serde_json::Map::new();
+        map.insert("center".into(), self.name.clone().into());
+        map.insert("leader".into(), s.leader.load(Ordering::Relaxed).into());
+        map.insert("halted".into(), s.halted.load(Ordering::Relaxed).into());
+        for (name, counter) in counters {
+            map.insert(name.into(), counter.load(Ordering::Relaxed).into());
         }
+        serde_json::Value::Object(map)
     }
 }
 
@@ -243,13 +238,10 @@ async fn serve(args: NodeArgs) -> anyhow::Result<ExitCode> {
         "{name}: starting (center {} of {}, journal {}, database {db}, sequencer database {}, broker {})",
         args.center_id, args.center_count, node.topics.journal, args.seq_db, args.bootstrap
     );
-    let pool = |dbname: &str, size| {
-        rtgs_pg::pool(&args.pg_host, args.pg_port, &args.pg_user, &args.pg_password, dbname, size)
-    };
     prepare_database(&args, &db, rtgs_pg::migrate::Schema::Center).await?;
     prepare_database(&args, &args.seq_db, rtgs_pg::migrate::Schema::Sequencer).await?;
-    let center_pool = pool(&db, 4)?;
-    let seq_pool = pool(&args.seq_db, 3)?;
+    let center_pool = args.pg.pool(&db, 4)?;
+    let seq_pool = args.pg.pool(&args.seq_db, 3)?;
     rtgs_kafka::topics::ensure(
         &args.bootstrap,
         &rtgs_kafka::topics::production_named(&node.topics),
@@ -325,12 +317,7 @@ async fn shutdown_signal() {
 
 /// Creates the database if needed and applies the migrations; waits for PostgreSQL to answer.
 async fn prepare_database(args: &NodeArgs, db: &str, schema: rtgs_pg::migrate::Schema) -> anyhow::Result<()> {
-    let conn = |dbname: &str| {
-        format!(
-            "host={} port={} user={} password={} dbname={dbname}",
-            args.pg_host, args.pg_port, args.pg_user, args.pg_password
-        )
-    };
+    let conn = |dbname: &str| args.pg.conn_string(dbname);
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     loop {
         let attempt = async {
@@ -356,9 +343,8 @@ async fn prepare_database(args: &NodeArgs, db: &str, schema: rtgs_pg::migrate::S
             }
             Err(e) => {
                 return Err(anyhow::anyhow!(
-                    "cannot prepare database {db} on {}:{}: {e} (is PostgreSQL up? scripts/infra-up.sh)",
-                    args.pg_host,
-                    args.pg_port
+                    "cannot prepare database {db} on {}: {e} (is PostgreSQL up? scripts/infra-up.sh)",
+                    args.pg.server()
                 ))
             }
         }
@@ -384,21 +370,22 @@ async fn report_status(node: Arc<Node>, file: Option<PathBuf>, interval_s: u64) 
         if interval_s > 0 && last_line.elapsed() >= Duration::from_secs(interval_s) {
             last_line = std::time::Instant::now();
             let s = node.status();
+            let v = |k: &str| s[k].to_string();
             eprintln!(
                 "{}: leader={} epoch={} sequenced={} applied={} committed={} final<{} finalized={} \
                  gap_pulls={} notices={} pg_retries={}{}",
-                s.center,
-                s.leader,
-                s.epoch,
-                s.seq_sequenced,
-                s.seq_applied,
-                s.seq_committed,
-                s.seq_unfinal_first,
-                s.finalized,
-                s.gap_pulls,
-                s.notices,
-                s.pg_retries,
-                if s.halted { " FINALITY HALTED (divergence)" } else { "" }
+                node.name,
+                v("leader"),
+                v("epoch"),
+                v("seq_sequenced"),
+                v("seq_applied"),
+                v("seq_committed"),
+                v("seq_unfinal_first"),
+                v("finalized"),
+                v("gap_pulls"),
+                v("notices"),
+                v("pg_retries"),
+                if s["halted"] == true { " FINALITY HALTED (divergence)" } else { "" }
             );
         }
     }
