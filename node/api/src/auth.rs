@@ -1,0 +1,215 @@
+//! Request signing: who is calling, checked before anything is parsed.
+//!
+//! A participant holds a key id and a secret. Every request carries three headers:
+//!
+//! * `x-rtgs-key` — the key id;
+//! * `x-rtgs-timestamp` — Unix time in seconds, within ±[`TIMESTAMP_SKEW_S_MAX`] of the server's;
+//! * `x-rtgs-signature` — lowercase hex of HMAC-SHA256(secret, message), where message is
+//!   `METHOD "\n" PATH_AND_QUERY "\n" TIMESTAMP "\n" BODY` (the body's exact bytes; empty for GET).
+//!
+//! The signature is compared in constant time (`Mac::verify_slice`). Secrets never leave this
+//! module: [`Participant`]'s `Debug` prints the key id only.
+
+use crate::limits::TIMESTAMP_SKEW_S_MAX;
+use hmac::{Hmac, Mac};
+use rtgs_core::entry::AccountId;
+use sha2::Sha256;
+use std::collections::{BTreeSet, HashMap};
+use std::fmt;
+
+pub const HEADER_KEY: &str = "x-rtgs-key";
+pub const HEADER_TIMESTAMP: &str = "x-rtgs-timestamp";
+pub const HEADER_SIGNATURE: &str = "x-rtgs-signature";
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// A participant's credentials and the accounts it may debit and read.
+pub struct Participant {
+    pub key_id: String,
+    secret: Vec<u8>,
+    pub accounts: BTreeSet<AccountId>,
+}
+
+impl Participant {
+    pub fn new(key_id: String, secret: Vec<u8>, accounts: BTreeSet<AccountId>) -> Self {
+        Participant { key_id, secret, accounts }
+    }
+
+    pub fn owns(&self, account: AccountId) -> bool {
+        self.accounts.contains(&account)
+    }
+}
+
+impl fmt::Debug for Participant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Participant")
+            .field("key_id", &self.key_id)
+            .field("secret", &"<redacted>")
+            .field("accounts", &self.accounts)
+            .finish()
+    }
+}
+
+/// The three signature headers of a request, as received.
+#[derive(Copy, Clone, Debug, Default)]
+pub struct SignedHeaders<'a> {
+    pub key: Option<&'a str>,
+    pub timestamp: Option<&'a str>,
+    pub signature: Option<&'a str>,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    #[error("missing header {0}")]
+    MissingHeader(&'static str),
+    #[error("x-rtgs-timestamp must be Unix seconds")]
+    BadTimestamp,
+    #[error("x-rtgs-timestamp is more than 300 s away from the server's clock")]
+    StaleTimestamp,
+    #[error("unknown key id")]
+    UnknownKey,
+    #[error("signature does not match")]
+    BadSignature,
+}
+
+impl AuthError {
+    /// The machine-readable code of the 401 answer.
+    pub fn code(self) -> &'static str {
+        match self {
+            AuthError::MissingHeader(_) => "missing_credentials",
+            AuthError::BadTimestamp => "bad_timestamp",
+            AuthError::StaleTimestamp => "stale_timestamp",
+            AuthError::UnknownKey => "unknown_key",
+            AuthError::BadSignature => "bad_signature",
+        }
+    }
+}
+
+fn mac(secret: &[u8], method: &str, path: &str, timestamp: &str, body: &[u8]) -> HmacSha256 {
+    // HMAC accepts keys of any length; `new_from_slice` cannot fail for it.
+    let mut mac = match HmacSha256::new_from_slice(secret) {
+        Ok(m) => m,
+        Err(_) => unreachable!("HMAC takes keys of any length"),
+    };
+    for part in [method.as_bytes(), b"\n", path.as_bytes(), b"\n", timestamp.as_bytes(), b"\n", body] {
+        mac.update(part);
+    }
+    mac
+}
+
+/// The signature a client sends (lowercase hex).
+pub fn sign(secret: &[u8], method: &str, path: &str, timestamp: &str, body: &[u8]) -> String {
+    hex::encode(mac(secret, method, path, timestamp, body).finalize().into_bytes())
+}
+
+/// Participants by key id.
+#[derive(Debug, Default)]
+pub struct Keyring {
+    by_key: HashMap<String, Participant>,
+}
+
+impl Keyring {
+    pub fn new(participants: Vec<Participant>) -> Self {
+        Keyring { by_key: participants.into_iter().map(|p| (p.key_id.clone(), p)).collect() }
+    }
+
+    /// Checks a request's signature; `now_s` is the server's Unix time.
+    pub fn verify(
+        &self,
+        method: &str,
+        path: &str,
+        headers: SignedHeaders<'_>,
+        body: &[u8],
+        now_s: u64,
+    ) -> Result<&Participant, AuthError> {
+        let key = headers.key.ok_or(AuthError::MissingHeader(HEADER_KEY))?;
+        let timestamp = headers.timestamp.ok_or(AuthError::MissingHeader(HEADER_TIMESTAMP))?;
+        let signature = headers.signature.ok_or(AuthError::MissingHeader(HEADER_SIGNATURE))?;
+        if timestamp.is_empty() || timestamp.len() > 20 || !timestamp.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(AuthError::BadTimestamp);
+        }
+        let at_s: u64 = timestamp.parse().map_err(|_| AuthError::BadTimestamp)?;
+        if at_s.abs_diff(now_s) > TIMESTAMP_SKEW_S_MAX {
+            return Err(AuthError::StaleTimestamp);
+        }
+        let participant = self.by_key.get(key).ok_or(AuthError::UnknownKey)?;
+        let given = hex::decode(signature).map_err(|_| AuthError::BadSignature)?;
+        mac(&participant.secret, method, path, timestamp, body)
+            .verify_slice(&given)
+            .map_err(|_| AuthError::BadSignature)?;
+        Ok(participant)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: u64 = 1_800_000_000;
+
+    fn keyring() -> Keyring {
+        Keyring::new(vec![Participant::new("bank-a".into(), b"secret-of-bank-a".to_vec(), BTreeSet::new())])
+    }
+
+    fn headers<'a>(ts: &'a str, sig: &'a str) -> SignedHeaders<'a> {
+        SignedHeaders { key: Some("bank-a"), timestamp: Some(ts), signature: Some(sig) }
+    }
+
+    #[test]
+    fn accepts_a_correct_signature_within_the_window() {
+        let k = keyring();
+        for at in [NOW, NOW - 300, NOW + 300] {
+            let ts = at.to_string();
+            let sig = sign(b"secret-of-bank-a", "POST", "/v1/transfers", &ts, b"{}");
+            let p = k.verify("POST", "/v1/transfers", headers(&ts, &sig), b"{}", NOW);
+            assert_eq!(p.map(|p| p.key_id.as_str()), Ok("bank-a"));
+        }
+    }
+
+    #[test]
+    fn every_signed_part_matters() {
+        let k = keyring();
+        let ts = NOW.to_string();
+        let sig = sign(b"secret-of-bank-a", "POST", "/v1/transfers", &ts, b"{}");
+        let bad = |m: &str, p: &str, t: &str, b: &[u8]| k.verify(m, p, headers(t, &sig), b, NOW).err();
+        assert_eq!(bad("GET", "/v1/transfers", &ts, b"{}"), Some(AuthError::BadSignature));
+        assert_eq!(bad("POST", "/v1/transfer", &ts, b"{}"), Some(AuthError::BadSignature));
+        assert_eq!(
+            bad("POST", "/v1/transfers", &(NOW + 1).to_string(), b"{}"),
+            Some(AuthError::BadSignature)
+        );
+        assert_eq!(bad("POST", "/v1/transfers", &ts, b"{ }"), Some(AuthError::BadSignature));
+        let wrong_secret = sign(b"another-secret!!", "POST", "/v1/transfers", &ts, b"{}");
+        let r = k.verify("POST", "/v1/transfers", headers(&ts, &wrong_secret), b"{}", NOW);
+        assert_eq!(r.err(), Some(AuthError::BadSignature));
+        let r = k.verify("POST", "/v1/transfers", headers(&ts, "zz"), b"{}", NOW);
+        assert_eq!(r.err(), Some(AuthError::BadSignature));
+    }
+
+    #[test]
+    fn refuses_stale_bad_and_missing_credentials() {
+        let k = keyring();
+        let check = |h: SignedHeaders<'_>| k.verify("GET", "/", h, b"", NOW).err();
+        for at in [NOW - 301, NOW + 301, 0] {
+            let ts = at.to_string();
+            let sig = sign(b"secret-of-bank-a", "GET", "/", &ts, b"");
+            assert_eq!(check(headers(&ts, &sig)), Some(AuthError::StaleTimestamp));
+        }
+        for ts in ["", "-1", "12.5", "1e9", "99999999999999999999999"] {
+            assert_eq!(check(headers(ts, "00")), Some(AuthError::BadTimestamp), "{ts}");
+        }
+        let ts = NOW.to_string();
+        let mut h = headers(&ts, "00");
+        h.key = Some("nobody");
+        assert_eq!(check(h), Some(AuthError::UnknownKey));
+        h.key = None;
+        assert_eq!(check(h), Some(AuthError::MissingHeader(HEADER_KEY)));
+    }
+
+    #[test]
+    fn debug_never_shows_the_secret() {
+        let p = Participant::new("bank-a".into(), b"top-secret-value".to_vec(), BTreeSet::new());
+        let shown = format!("{p:?}");
+        assert!(shown.contains("bank-a") && !shown.contains("top-secret-value"), "{shown}");
+    }
+}

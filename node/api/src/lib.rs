@@ -1,0 +1,22 @@
+//! # rtgs-api: the participant HTTP API over the embedded engine
+//!
+//! # Layout
+//! * [`server`] — [`server::Api`]: the axum router (`POST /v1/transfers`, `GET /v1/transfers/{bmi}`,
+//!   `GET /v1/accounts/{id}`), the order of request checks, and the threads that connect it to an
+//!   embedded [`Cluster`](rtgs_embedded::cluster::Cluster).
+//! * [`auth`] — API key + HMAC-SHA256 request signatures, ±300 s window, constant-time compare.
+//! * [`money`] — decimal text ⇄ integer minor units, per-currency exponents. No floating point.
+//! * [`tracker`] — per `bmi`: content, owner, seq, status; idempotent retries; bounded.
+//! * [`read_model`] — a ledger replayed from the journal files for balance queries.
+//! * [`config`] — participants and setup accounts (JSON, validated).
+//! * [`error`] — error answers: status + machine-readable `code`.
+//! * [`limits`] — every bound of the API.
+
+pub mod auth;
+pub mod config;
+pub mod error;
+pub mod limits;
+pub mod money;
+pub mod read_model;
+pub mod server;
+pub mod tracker;

@@ -1,0 +1,28 @@
+//! Every bound of the API in one place.
+
+use std::time::Duration;
+
+/// Largest request body accepted (bytes). A single JSON transfer is well under 1 KiB; anything
+/// larger is answered 413 `body_too_large` before it is parsed or its signature is checked.
+pub const BODY_BYTES_MAX: usize = 16 * 1024;
+
+/// A signed request's timestamp may differ from the server's clock by at most this (seconds).
+pub const TIMESTAMP_SKEW_S_MAX: u64 = 300;
+
+/// Transfers whose `bmi`, content, seq and status the API remembers (oldest forgotten first).
+/// Beyond it a retry is still never journaled twice within the sequencer's dedupe window, but its
+/// status is reported as ACSP and a status query answers 404.
+pub const TRACKED_TRANSFERS_MAX: usize = 1 << 20;
+
+/// How long a submission waits for its seq before answering 202 without one. The embedded
+/// engine reports a seq together with the entry's finality (or with a refusal), so this is also
+/// the longest a `POST` waits when finality has halted (two centers down).
+pub const SEQ_WAIT: Duration = Duration::from_secs(10);
+
+/// How often the balance read model looks for newly final entries to apply.
+pub const READ_MODEL_POLL: Duration = Duration::from_millis(20);
+
+/// Smallest accepted participant secret (bytes).
+pub const SECRET_BYTES_MIN: usize = 16;
+
+const _: () = assert!(BODY_BYTES_MAX >= 1024, "a transfer body must fit");

@@ -1,0 +1,130 @@
+//! Amounts at the edge: decimal text in major units ⇄ integer minor units. No floating point.
+
+use rtgs_core::limits::AMOUNT_MINOR_MAX;
+
+/// The currencies the API accepts, with their ISO 4217 minor-unit exponents.
+pub const CURRENCIES: &[(&str, u32)] = &[
+    ("CHF", 2),
+    ("CZK", 2),
+    ("DKK", 2),
+    ("EUR", 2),
+    ("GBP", 2),
+    ("JPY", 0),
+    ("KWD", 3),
+    ("NOK", 2),
+    ("PLN", 2),
+    ("SEK", 2),
+    ("USD", 2),
+];
+
+/// The minor-unit exponent of a known currency.
+pub fn exponent(currency: &str) -> Option<u32> {
+    CURRENCIES.iter().find(|(code, _)| *code == currency).map(|(_, e)| *e)
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AmountError {
+    #[error("amount must be a decimal string such as \"12.34\"")]
+    Malformed,
+    #[error("amount has more than {0} decimals for its currency")]
+    TooManyDecimals(u32),
+    #[error("amount must be greater than zero")]
+    NotPositive,
+    #[error("amount exceeds the largest representable amount")]
+    TooLarge,
+}
+
+/// Parses `"12.34"` (major units, at most `exponent` decimals, no sign, no exponent notation)
+/// into minor units. A leading `-` is reported as [`AmountError::NotPositive`], not as malformed.
+pub fn parse_minor(text: &str, exponent: u32) -> Result<u64, AmountError> {
+    let (negative, digits) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    let (whole, fraction) = match digits.split_once('.') {
+        Some((w, f)) => (w, Some(f)),
+        None => (digits, None),
+    };
+    let all_digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if !all_digits(whole) || fraction.is_some_and(|f| !all_digits(f)) {
+        return Err(AmountError::Malformed);
+    }
+    let fraction = fraction.unwrap_or("");
+    if fraction.len() > exponent as usize {
+        return Err(AmountError::TooManyDecimals(exponent));
+    }
+    let padding = exponent as usize - fraction.len();
+    let mut minor: u64 = 0;
+    for b in whole.bytes().chain(fraction.bytes()).chain(std::iter::repeat_n(b'0', padding)) {
+        minor = minor
+            .checked_mul(10)
+            .and_then(|m| m.checked_add(u64::from(b - b'0')))
+            .ok_or(AmountError::TooLarge)?;
+    }
+    if negative || minor == 0 {
+        return Err(AmountError::NotPositive);
+    }
+    if minor > AMOUNT_MINOR_MAX {
+        return Err(AmountError::TooLarge);
+    }
+    Ok(minor)
+}
+
+/// Formats minor units as major-unit decimal text (`1234`, exponent 2 ⇒ `"12.34"`).
+pub fn format_minor(minor: u64, exponent: u32) -> String {
+    if exponent == 0 {
+        return minor.to_string();
+    }
+    let text = format!("{minor:0>width$}", width = exponent as usize + 1);
+    let (whole, fraction) = text.split_at(text.len() - exponent as usize);
+    format!("{whole}.{fraction}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_major_units_into_minor_units() {
+        assert_eq!(parse_minor("12.34", 2), Ok(1234));
+        assert_eq!(parse_minor("12.3", 2), Ok(1230));
+        assert_eq!(parse_minor("12", 2), Ok(1200));
+        assert_eq!(parse_minor("0.01", 2), Ok(1));
+        assert_eq!(parse_minor("007", 0), Ok(7));
+        assert_eq!(parse_minor("1.234", 3), Ok(1234));
+        assert_eq!(parse_minor("92233720368547758.07", 2), Ok(AMOUNT_MINOR_MAX));
+    }
+
+    #[test]
+    fn refuses_bad_amounts_with_a_reason() {
+        assert_eq!(parse_minor("12.345", 2), Err(AmountError::TooManyDecimals(2)));
+        assert_eq!(parse_minor("1.0", 0), Err(AmountError::TooManyDecimals(0)));
+        assert_eq!(parse_minor("0", 2), Err(AmountError::NotPositive));
+        assert_eq!(parse_minor("0.00", 2), Err(AmountError::NotPositive));
+        assert_eq!(parse_minor("-5", 2), Err(AmountError::NotPositive));
+        assert_eq!(parse_minor("92233720368547758.08", 2), Err(AmountError::TooLarge));
+        assert_eq!(parse_minor("99999999999999999999999", 2), Err(AmountError::TooLarge));
+        for bad in ["", ".", "1.", ".5", "+1", "1e3", "1,00", " 1", "1 ", "--1", "0x10", "١"] {
+            assert_eq!(parse_minor(bad, 2), Err(AmountError::Malformed), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn formats_minor_units() {
+        assert_eq!(format_minor(1234, 2), "12.34");
+        assert_eq!(format_minor(5, 2), "0.05");
+        assert_eq!(format_minor(0, 3), "0.000");
+        assert_eq!(format_minor(42, 0), "42");
+        for minor in [0, 1, 99, 100, 123_456_789, AMOUNT_MINOR_MAX] {
+            let text = format_minor(minor, 2);
+            assert_eq!(parse_minor(&text, 2).unwrap_or(0), minor, "{text}");
+        }
+    }
+
+    #[test]
+    fn currencies_are_sorted_and_unique() {
+        assert!(CURRENCIES.windows(2).all(|w| w[0].0 < w[1].0));
+        assert_eq!(exponent("EUR"), Some(2));
+        assert_eq!(exponent("XXX"), None);
+    }
+}

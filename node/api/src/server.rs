@@ -1,0 +1,357 @@
+//! The HTTP server: routes, request checks in a fixed order, and the threads that connect it to
+//! the embedded engine.
+//!
+//! A write is checked in this order, and the first failure answers: body size (413) →
+//! signature (401) → JSON shape (400) → field values (400) → ownership (403) → idempotency by
+//! `bmi` (422) → submit. Nothing reaches the engine unless every check passed.
+
+use crate::auth::{Keyring, Participant, SignedHeaders, HEADER_KEY, HEADER_SIGNATURE, HEADER_TIMESTAMP};
+use crate::config::AccountSetup;
+use crate::error::ApiError;
+use crate::limits::{BODY_BYTES_MAX, SEQ_WAIT};
+use crate::money::{self, AmountError};
+use crate::read_model::ReadModel;
+use crate::tracker::{Admit, Answer, Tracker};
+use axum::body::{to_bytes, Body, Bytes};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use rtgs_core::entry::{AccountId, Bmi, CenterId, Command, Currency, Outcome, Payload, Seq, Transfer};
+use rtgs_embedded::cluster::{ClientEvent, Cluster, Submitter};
+use serde::Deserialize;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+use std::thread::JoinHandle;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// A transfer as a participant submits it.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TransferRequest {
+    bmi: String,
+    debtor: u64,
+    creditor: u64,
+    /// Major units as a decimal string, e.g. `"12.34"`; never a JSON number (no floats).
+    amount: String,
+    currency: String,
+}
+
+struct AppState {
+    keyring: Keyring,
+    tracker: Arc<Tracker>,
+    read_model: Arc<ReadModel>,
+    /// Taken at shutdown, so that the cluster can drain even while a connection lingers.
+    submitter: RwLock<Option<Submitter>>,
+    origin: CenterId,
+}
+
+/// The API over a running embedded cluster.
+pub struct Api {
+    state: Arc<AppState>,
+    stop: Arc<AtomicBool>,
+    dispatcher: Option<JoinHandle<()>>,
+    reader: Option<JoinHandle<()>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error("the cluster is not accepting submissions")]
+    Closed,
+    #[error("{bmi}: {reason}")]
+    Refused { bmi: String, reason: String },
+    #[error("{0}: no final status within the wait")]
+    Timeout(String),
+}
+
+impl Api {
+    /// Starts the API's threads over `cluster` (whose journal is in `data_dir/journal`);
+    /// submissions enter through center `origin`.
+    pub fn start(
+        cluster: &Cluster,
+        data_dir: PathBuf,
+        participants: Vec<Participant>,
+        origin: CenterId,
+    ) -> Api {
+        let state = Arc::new(AppState {
+            keyring: Keyring::new(participants),
+            tracker: Arc::new(Tracker::default()),
+            read_model: Arc::new(ReadModel::default()),
+            submitter: RwLock::new(Some(cluster.submitter())),
+            origin,
+        });
+        // What the journal held at start is durable (its torn tail was cut): replay it all.
+        state.read_model.advance_to(cluster.recovery().journal.seq_last);
+        let stop = Arc::new(AtomicBool::new(false));
+        let events = cluster.events().clone();
+        let (tracker, model) = (Arc::clone(&state.tracker), Arc::clone(&state.read_model));
+        let dispatcher = std::thread::spawn(move || {
+            // Ends when the cluster shuts down (every event sender dropped).
+            while let Ok(event) = events.recv() {
+                match event {
+                    ClientEvent::Final(notices) => model.advance_to(tracker.on_final(&notices)),
+                    ClientEvent::Refused(refusals) => tracker.on_refused(&refusals),
+                    ClientEvent::Divergence(reason) => eprintln!("rtgs-api: finality halted: {reason}"),
+                }
+            }
+        });
+        let (model, reader_stop) = (Arc::clone(&state.read_model), Arc::clone(&stop));
+        let reader = std::thread::spawn(move || model.run(data_dir.join("journal"), &reader_stop));
+        Api { state, stop, dispatcher: Some(dispatcher), reader: Some(reader) }
+    }
+
+    pub fn router(&self) -> Router {
+        Router::new()
+            .route("/v1/transfers", post(post_transfer))
+            .route("/v1/transfers/{bmi}", get(get_transfer))
+            .route("/v1/accounts/{id}", get(get_account))
+            .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such endpoint") })
+            .with_state(Arc::clone(&self.state))
+    }
+
+    /// Opens and funds accounts (operator setup, not signed) and waits until each is final.
+    pub async fn setup_accounts(&self, accounts: &[AccountSetup]) -> Result<(), SetupError> {
+        for a in accounts {
+            let open = Payload::AccountOpen { account: a.id, currency: a.currency };
+            self.setup_one(&format!("SETUP-OPEN-{}", a.id.0), open).await?;
+            if a.fund_minor > 0 {
+                let fund = Payload::AccountFund { account: a.id, amount_minor: a.fund_minor };
+                self.setup_one(&format!("SETUP-FUND-{}", a.id.0), fund).await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn setup_one(&self, bmi: &str, payload: Payload) -> Result<(), SetupError> {
+        let refused = |reason: String| SetupError::Refused { bmi: bmi.to_string(), reason };
+        let bmi_value = Bmi::new(bmi.as_bytes()).map_err(|e| refused(e.to_string()))?;
+        let answer =
+            submit(&self.state, bmi_value, "operator", payload).await.map_err(|e| refused(e.message))?;
+        if answer.is_none() {
+            return Err(SetupError::Timeout(bmi.to_string()));
+        }
+        // The answer comes with the final notice; a retry of an older setup may only know its seq.
+        match self.state.tracker.status(bmi_value).and_then(|s| s.outcome) {
+            Some(Outcome::Rejected(r)) => Err(refused(format!("rejected {}", r.iso_code()))),
+            _ => Ok(()),
+        }
+    }
+
+    /// Stops the API's threads and the cluster; call after the HTTP server has stopped.
+    pub fn shutdown(mut self, cluster: Cluster) -> rtgs_embedded::cluster::ClusterReport {
+        if let Ok(mut s) = self.state.submitter.write() {
+            s.take();
+        }
+        self.stop.store(true, Ordering::Release);
+        if let Some(h) = self.reader.take() {
+            let _ = h.join();
+        }
+        let report = cluster.shutdown();
+        if let Some(h) = self.dispatcher.take() {
+            let _ = h.join();
+        }
+        report
+    }
+}
+
+fn now_s() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+fn authenticate<'a>(
+    state: &'a AppState,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<&'a Participant, ApiError> {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let signed = SignedHeaders {
+        key: header(HEADER_KEY),
+        timestamp: header(HEADER_TIMESTAMP),
+        signature: header(HEADER_SIGNATURE),
+    };
+    let path = uri.path_and_query().map_or(uri.path(), |p| p.as_str());
+    state
+        .keyring
+        .verify(method.as_str(), path, signed, body, now_s())
+        .map_err(|e| ApiError::new(StatusCode::UNAUTHORIZED, e.code(), e.to_string()))
+}
+
+async fn read_body(body: Body) -> Result<Bytes, ApiError> {
+    to_bytes(body, BODY_BYTES_MAX).await.map_err(|_| {
+        let message = format!("request body larger than {BODY_BYTES_MAX} bytes");
+        ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", message)
+    })
+}
+
+fn parse_request(body: &[u8]) -> Result<TransferRequest, ApiError> {
+    serde_json::from_slice(body).map_err(|e| {
+        use serde_json::error::Category;
+        let text = e.to_string();
+        let code = match e.classify() {
+            Category::Syntax | Category::Eof | Category::Io => "malformed_json",
+            Category::Data if text.starts_with("unknown field") => "unknown_field",
+            Category::Data if text.starts_with("missing field") => "missing_field",
+            Category::Data => "invalid_field",
+        };
+        ApiError::bad_request(code, text)
+    })
+}
+
+/// Field values → a core transfer, or the first problem found.
+fn validate(req: &TransferRequest) -> Result<(Bmi, Transfer), ApiError> {
+    let bmi =
+        Bmi::new(req.bmi.as_bytes()).map_err(|e| ApiError::bad_request("invalid_bmi", e.to_string()))?;
+    let unknown =
+        || ApiError::bad_request("unknown_currency", format!("currency {:?} is not accepted", req.currency));
+    let exponent = money::exponent(&req.currency).ok_or_else(unknown)?;
+    let currency = Currency::new(req.currency.as_bytes()).map_err(|_| unknown())?;
+    let amount_minor = money::parse_minor(&req.amount, exponent).map_err(|e| {
+        let code = match e {
+            AmountError::Malformed => "invalid_amount",
+            AmountError::TooManyDecimals(_) => "too_many_decimals",
+            AmountError::NotPositive => "amount_not_positive",
+            AmountError::TooLarge => "amount_too_large",
+        };
+        ApiError::bad_request(code, e.to_string())
+    })?;
+    let transfer =
+        Transfer { debtor: AccountId(req.debtor), creditor: AccountId(req.creditor), amount_minor, currency };
+    Ok((bmi, transfer))
+}
+
+/// Submits through the tracker: `Ok(Some(seq))` once the seq is known, `Ok(None)` if it was not
+/// known within [`SEQ_WAIT`] (still accepted: ACSP).
+async fn submit(state: &AppState, bmi: Bmi, owner: &str, payload: Payload) -> Result<Option<Seq>, ApiError> {
+    let conflict = |seq: Option<Seq>| {
+        let at = seq.map_or(String::new(), |s| format!(" (seq {s})"));
+        ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "bmi_conflict",
+            format!("bmi {bmi} was already used for a different request{at}"),
+        )
+    };
+    let rx = match state.tracker.admit(bmi, owner, &payload) {
+        Admit::Known(seq) => return Ok(Some(seq)),
+        Admit::Conflict(seq) => return Err(conflict(seq)),
+        Admit::Wait(rx) => rx,
+        Admit::Submit(rx) => {
+            let submitter = state.submitter.read().ok().and_then(|s| s.clone());
+            let command = Command { origin: state.origin, bmi, payload };
+            // `submit` blocks while the engine's queue is full (back-pressure): not on a runtime worker.
+            let sent = match submitter {
+                Some(s) => tokio::task::spawn_blocking(move || s.submit(vec![command]).is_ok())
+                    .await
+                    .unwrap_or(false),
+                None => false,
+            };
+            if !sent {
+                state.tracker.forget(bmi);
+                return Err(ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "unavailable",
+                    "the engine is stopped",
+                ));
+            }
+            rx
+        }
+    };
+    match tokio::time::timeout(SEQ_WAIT, rx).await {
+        Ok(Ok(Answer::Accepted(seq))) => Ok(Some(seq)),
+        Ok(Ok(Answer::Conflict(seq))) => Err(conflict(Some(seq))),
+        // Timed out, or the record was evicted while waiting: accepted, seq not known yet.
+        Ok(Err(_)) | Err(_) => Ok(None),
+    }
+}
+
+async fn post_transfer(
+    State(state): State<Arc<AppState>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let body = read_body(body).await?;
+    let participant = authenticate(&state, &method, &uri, &headers, &body)?;
+    let request = parse_request(&body)?;
+    let (bmi, transfer) = validate(&request)?;
+    if !participant.owns(transfer.debtor) {
+        let message = format!("account {} is not one of this participant's accounts", transfer.debtor.0);
+        return Err(ApiError::new(StatusCode::FORBIDDEN, "debtor_not_owned", message));
+    }
+    let seq = submit(&state, bmi, &participant.key_id, Payload::Transfer(transfer)).await?;
+    let answer = serde_json::json!({ "bmi": bmi.as_str(), "seq": seq, "status": "ACSP" });
+    Ok((StatusCode::ACCEPTED, Json(answer)).into_response())
+}
+
+async fn get_transfer(
+    State(state): State<Arc<AppState>>,
+    Path(bmi_text): Path<String>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let body = read_body(body).await?;
+    let participant = authenticate(&state, &method, &uri, &headers, &body)?;
+    let bmi =
+        Bmi::new(bmi_text.as_bytes()).map_err(|e| ApiError::bad_request("invalid_bmi", e.to_string()))?;
+    let unknown = || ApiError::new(StatusCode::NOT_FOUND, "unknown_transfer", format!("no transfer {bmi}"));
+    let status = state.tracker.status(bmi).ok_or_else(unknown)?;
+    if status.owner != participant.key_id {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "not_owner",
+            "this transfer was submitted by another participant",
+        ));
+    }
+    let (code, reason) = match status.outcome {
+        None => ("ACSP", None),
+        Some(Outcome::Accepted) => ("ACCC", None),
+        Some(Outcome::Rejected(r)) => ("RJCT", Some(r.iso_code())),
+    };
+    let answer =
+        serde_json::json!({ "bmi": bmi.as_str(), "seq": status.seq, "status": code, "reason": reason });
+    Ok(Json(answer).into_response())
+}
+
+async fn get_account(
+    State(state): State<Arc<AppState>>,
+    Path(id_text): Path<String>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let body = read_body(body).await?;
+    let participant = authenticate(&state, &method, &uri, &headers, &body)?;
+    let id = id_text
+        .parse::<u64>()
+        .map(AccountId)
+        .map_err(|_| ApiError::bad_request("invalid_account_id", "account ids are unsigned integers"))?;
+    if !participant.owns(id) {
+        let message = format!("account {} is not one of this participant's accounts", id.0);
+        return Err(ApiError::new(StatusCode::FORBIDDEN, "account_not_owned", message));
+    }
+    let (account, seq_applied) = state
+        .read_model
+        .account(id)
+        .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "read_model_failed", e))?;
+    let account = account.ok_or_else(|| {
+        ApiError::new(StatusCode::NOT_FOUND, "unknown_account", format!("no account {}", id.0))
+    })?;
+    let currency = account.currency.as_str();
+    let exponent = money::exponent(currency).unwrap_or(0);
+    let answer = serde_json::json!({
+        "account": id.0,
+        "currency": currency,
+        "balance": money::format_minor(account.balance_minor, exponent),
+        "balance_minor": account.balance_minor,
+        "closed": account.closed,
+        "as_of_seq": seq_applied,
+    });
+    Ok(Json(answer).into_response())
+}

@@ -1,0 +1,406 @@
+//! The API over a real embedded cluster in a temporary directory, through real HTTP on a
+//! loopback ephemeral port. Each test ends by reading the journal back to check what was (and was
+//! not) journaled.
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper_util::rt::TokioIo;
+use rtgs_api::auth::sign;
+use rtgs_api::config::ApiConfig;
+use rtgs_api::server::Api;
+use rtgs_core::entry::CenterId;
+use rtgs_embedded::cluster::{Cluster, ClusterConfig};
+use rtgs_embedded::journal::JournalReader;
+use serde_json::{json, Value};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+const SECRET_A: &str = "bank-a-secret-0123456789";
+const SECRET_B: &str = "bank-b-secret-0123456789";
+
+fn config() -> String {
+    json!({
+        "participants": [
+            { "key_id": "bank-a", "secret": SECRET_A, "accounts": [1, 2, 9] },
+            { "key_id": "bank-b", "secret": SECRET_B, "accounts": [3, 4] }
+        ],
+        "accounts": [
+            { "id": 1, "currency": "EUR", "fund": "1000.00" },
+            { "id": 2, "currency": "EUR" },
+            { "id": 3, "currency": "EUR", "fund": "50.00" },
+            { "id": 4, "currency": "JPY", "fund": "1000" }
+        ]
+    })
+    .to_string()
+}
+
+struct Node {
+    addr: SocketAddr,
+    dir: PathBuf,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    server: tokio::task::JoinHandle<()>,
+    api: Api,
+    cluster: Cluster,
+}
+
+fn fresh_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("rtgs-api-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+async fn start(dir: &std::path::Path, setup: bool) -> Node {
+    let cluster = Cluster::start(&ClusterConfig::new(dir)).expect("cluster starts");
+    let (participants, accounts) = ApiConfig::from_json(&config()).and_then(|c| c.build()).expect("config");
+    let api = Api::start(&cluster, dir.to_path_buf(), participants, CenterId(1));
+    if setup {
+        api.setup_accounts(&accounts).await.expect("accounts set up");
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let router = api.router();
+    let server = tokio::spawn(async move {
+        let serve = axum::serve(listener, router).with_graceful_shutdown(async {
+            let _ = stopped.await;
+        });
+        serve.await.expect("server runs");
+    });
+    Node { addr, dir: dir.to_path_buf(), stop: Some(stop), server, api, cluster }
+}
+
+impl Node {
+    /// Stops everything; returns the `bmi` of every journaled entry (ticks excluded), in order.
+    async fn stop(mut self) -> Vec<String> {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        self.server.await.expect("server stops");
+        let (api, cluster) = (self.api, self.cluster);
+        let report = tokio::task::spawn_blocking(move || api.shutdown(cluster)).await.expect("shutdown");
+        assert!(report.errors.is_empty(), "{:?}", report.errors);
+        let mut reader = JournalReader::open(&self.dir.join("journal"), 1).expect("journal");
+        let (mut entries, mut bmis) = (Vec::new(), Vec::new());
+        while reader.next_batch(&mut entries).expect("journal reads") {
+            bmis.extend(entries.drain(..).filter(|e| !e.bmi.is_none()).map(|e| e.bmi.to_string()));
+        }
+        bmis
+    }
+
+    async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(String, String)],
+        body: &[u8],
+    ) -> (u16, Value) {
+        let stream = tokio::net::TcpStream::connect(self.addr).await.expect("connect");
+        let (mut sender, conn) =
+            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.expect("handshake");
+        tokio::spawn(conn);
+        let mut request = hyper::Request::builder().method(method).uri(path).header("host", "127.0.0.1");
+        for (k, v) in headers {
+            request = request.header(k.as_str(), v.as_str());
+        }
+        let request = request.body(Full::new(Bytes::copy_from_slice(body))).expect("request");
+        let response = sender.send_request(request).await.expect("response");
+        let status = response.status().as_u16();
+        let bytes = response.into_body().collect().await.expect("body").to_bytes();
+        (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    }
+
+    /// A request signed by `key` with `secret`, `skew_s` seconds off the current time.
+    async fn signed_at(
+        &self,
+        key: &str,
+        secret: &str,
+        method: &str,
+        path: &str,
+        body: &[u8],
+        skew_s: i64,
+    ) -> (u16, Value) {
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_secs() as i64;
+        let ts = (now + skew_s).to_string();
+        let signature = sign(secret.as_bytes(), method, path, &ts, body);
+        let headers = [
+            ("x-rtgs-key".to_string(), key.to_string()),
+            ("x-rtgs-timestamp".to_string(), ts),
+            ("x-rtgs-signature".to_string(), signature),
+        ];
+        self.send(method, path, &headers, body).await
+    }
+
+    async fn as_a(&self, method: &str, path: &str, body: &[u8]) -> (u16, Value) {
+        self.signed_at("bank-a", SECRET_A, method, path, body, 0).await
+    }
+
+    async fn as_b(&self, method: &str, path: &str, body: &[u8]) -> (u16, Value) {
+        self.signed_at("bank-b", SECRET_B, method, path, body, 0).await
+    }
+
+    /// An account's state once the read model has reached `seq`.
+    async fn account_at(&self, id: u64, seq: u64) -> Value {
+        for _ in 0..1_000 {
+            let (status, body) = self.as_a("GET", &format!("/v1/accounts/{id}"), b"").await;
+            // 404 until the read model has applied the account's opening.
+            assert!(status == 200 || (status == 404 && body["code"] == "unknown_account"), "{body}");
+            if body["as_of_seq"].as_u64().is_some_and(|s| s >= seq) {
+                return body;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("read model never reached seq {seq}");
+    }
+}
+
+fn transfer(bmi: &str, debtor: u64, creditor: u64, amount: &str) -> Vec<u8> {
+    json!({ "bmi": bmi, "debtor": debtor, "creditor": creditor, "amount": amount, "currency": "EUR" })
+        .to_string()
+        .into_bytes()
+}
+
+const SETUP_BMIS: [&str; 7] = [
+    "SETUP-OPEN-1",
+    "SETUP-FUND-1",
+    "SETUP-OPEN-2",
+    "SETUP-OPEN-3",
+    "SETUP-FUND-3",
+    "SETUP-OPEN-4",
+    "SETUP-FUND-4",
+];
+
+fn journaled(bmis: &[String]) -> Vec<&str> {
+    bmis.iter().map(String::as_str).filter(|b| !SETUP_BMIS.contains(b)).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transfer_settles_and_moves_the_balances() {
+    let node = start(&fresh_dir("settle"), true).await;
+    let (status, body) = node.as_a("POST", "/v1/transfers", &transfer("T-1", 1, 2, "12.34")).await;
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(body["status"], "ACSP");
+    let seq = body["seq"].as_u64().expect("seq known");
+
+    let (status, body) = node.as_a("GET", "/v1/transfers/T-1", b"").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!((body["status"].as_str(), body["seq"].as_u64()), (Some("ACCC"), Some(seq)));
+
+    let debtor = node.account_at(1, seq).await;
+    assert_eq!(
+        (debtor["balance"].as_str(), debtor["balance_minor"].as_u64()),
+        (Some("987.66"), Some(98_766))
+    );
+    assert_eq!(debtor["currency"], "EUR");
+    let creditor = node.account_at(2, seq).await;
+    assert_eq!(creditor["balance"], "12.34");
+
+    let bmis = node.stop().await;
+    assert_eq!(journaled(&bmis), ["T-1"]);
+    assert!(SETUP_BMIS.iter().all(|s| bmis.iter().filter(|b| b == s).count() == 1), "{bmis:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejected_transfer_reports_its_iso_reason() {
+    let node = start(&fresh_dir("reject"), true).await;
+    let cases = [
+        ("R-FUNDS", 3, 1, "50.01", "AM04"),
+        ("R-UNKNOWN", 1, 77, "1.00", "AC01"),
+        ("R-SAME", 1, 1, "1.00", "AG01"),
+    ];
+    for (bmi, debtor, creditor, amount, reason) in cases {
+        let (key, secret) = if debtor == 3 { ("bank-b", SECRET_B) } else { ("bank-a", SECRET_A) };
+        let body = transfer(bmi, debtor, creditor, amount);
+        let (status, answer) = node.signed_at(key, secret, "POST", "/v1/transfers", &body, 0).await;
+        assert_eq!(status, 202, "{bmi}: {answer}");
+        let path = format!("/v1/transfers/{bmi}");
+        let (status, body) = node.signed_at(key, secret, "GET", &path, b"", 0).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!((body["status"].as_str(), body["reason"].as_str()), (Some("RJCT"), Some(reason)), "{bmi}");
+    }
+    let bmis = node.stop().await;
+    assert_eq!(journaled(&bmis), ["R-FUNDS", "R-UNKNOWN", "R-SAME"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_gets_the_original_answer_and_a_changed_request_gets_422() {
+    let node = start(&fresh_dir("idem"), true).await;
+    let first = node.as_a("POST", "/v1/transfers", &transfer("I-1", 1, 2, "5.00")).await;
+    assert_eq!(first.0, 202, "{}", first.1);
+    assert!(first.1["seq"].as_u64().is_some());
+    // Same content, different JSON layout: the same request.
+    let spaced = br#"{ "currency": "EUR", "amount": "5.0", "creditor": 2, "debtor": 1, "bmi": "I-1" }"#;
+    for body in [transfer("I-1", 1, 2, "5.00"), spaced.to_vec()] {
+        assert_eq!(node.as_a("POST", "/v1/transfers", &body).await, first);
+    }
+    let (status, body) = node.as_a("POST", "/v1/transfers", &transfer("I-1", 1, 2, "5.01")).await;
+    assert_eq!((status, body["code"].as_str()), (422, Some("bmi_conflict")), "{body}");
+    // Another participant reusing the bmi, with its own debtor: also a conflict, not a new payment.
+    let (status, body) = node.as_b("POST", "/v1/transfers", &transfer("I-1", 3, 2, "5.00")).await;
+    assert_eq!((status, body["code"].as_str()), (422, Some("bmi_conflict")), "{body}");
+
+    let settled = node.account_at(2, first.1["seq"].as_u64().unwrap_or(0)).await;
+    assert_eq!(settled["balance"], "5.00");
+    let bmis = node.stop().await;
+    assert_eq!(journaled(&bmis), ["I-1"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_restart_the_engine_still_answers_retries_and_conflicts() {
+    let dir = fresh_dir("restart");
+    let node = start(&dir, true).await;
+    let first = node.as_a("POST", "/v1/transfers", &transfer("X-1", 1, 2, "7.00")).await;
+    assert_eq!(first.0, 202, "{}", first.1);
+    node.stop().await;
+
+    // The API's own memory is gone; the sequencer's dedupe window is rebuilt from the journal.
+    let node = start(&dir, false).await;
+    let again = node.as_a("POST", "/v1/transfers", &transfer("X-1", 1, 2, "7.00")).await;
+    assert_eq!(again, first);
+    let (status, body) = node.as_a("POST", "/v1/transfers", &transfer("X-1", 1, 2, "7.01")).await;
+    assert_eq!((status, body["code"].as_str()), (422, Some("bmi_conflict")), "{body}");
+    let balance = node.account_at(2, first.1["seq"].as_u64().unwrap_or(0)).await;
+    assert_eq!(balance["balance"], "7.00");
+    let bmis = node.stop().await;
+    assert_eq!(journaled(&bmis), ["X-1"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_gets_a_4xx_with_a_code_and_nothing_is_journaled() {
+    let node = start(&fresh_dir("bad"), true).await;
+    let eur = |bmi: &str, amount: &str| transfer(bmi, 1, 2, amount);
+    let jpy = json!({ "bmi": "B-JPY", "debtor": 1, "creditor": 4, "amount": "1.5", "currency": "JPY" });
+    let rows: Vec<(&str, Vec<u8>, u16, &str)> = vec![
+        ("malformed json", b"{\"bmi\": \"B-1\", ".to_vec(), 400, "malformed_json"),
+        ("not json", b"bmi=B-2".to_vec(), 400, "malformed_json"),
+        ("empty body", b"".to_vec(), 400, "malformed_json"),
+        (
+            "unknown field",
+            br#"{"bmi":"B-3","debtor":1,"creditor":2,"amount":"1.00","currency":"EUR","memo":"x"}"#.to_vec(),
+            400,
+            "unknown_field",
+        ),
+        (
+            "missing field",
+            br#"{"bmi":"B-4","debtor":1,"creditor":2,"currency":"EUR"}"#.to_vec(),
+            400,
+            "missing_field",
+        ),
+        (
+            "amount as a number",
+            br#"{"bmi":"B-5","debtor":1,"creditor":2,"amount":1.5,"currency":"EUR"}"#.to_vec(),
+            400,
+            "invalid_field",
+        ),
+        (
+            "negative account id",
+            br#"{"bmi":"B-6","debtor":-1,"creditor":2,"amount":"1.00","currency":"EUR"}"#.to_vec(),
+            400,
+            "invalid_field",
+        ),
+        (
+            "lowercase currency",
+            br#"{"bmi":"B-7","debtor":1,"creditor":2,"amount":"1.00","currency":"eur"}"#.to_vec(),
+            400,
+            "unknown_currency",
+        ),
+        (
+            "unknown currency",
+            br#"{"bmi":"B-8","debtor":1,"creditor":2,"amount":"1.00","currency":"XXX"}"#.to_vec(),
+            400,
+            "unknown_currency",
+        ),
+        ("zero amount", eur("B-9", "0.00"), 400, "amount_not_positive"),
+        ("negative amount", eur("B-10", "-1.00"), 400, "amount_not_positive"),
+        ("too many decimals", eur("B-11", "1.001"), 400, "too_many_decimals"),
+        ("decimals on a zero-exponent currency", jpy.to_string().into_bytes(), 400, "too_many_decimals"),
+        ("overflow", eur("B-12", "92233720368547758.08"), 400, "amount_too_large"),
+        ("far overflow", eur("B-13", "999999999999999999999999999"), 400, "amount_too_large"),
+        ("exponent notation", eur("B-14", "1e3"), 400, "invalid_amount"),
+        ("bmi with a space", eur("B 15", "1.00"), 400, "invalid_bmi"),
+        ("bmi too long", eur(&"B".repeat(36), "1.00"), 400, "invalid_bmi"),
+        ("debtor of another participant", transfer("B-16", 3, 1, "1.00"), 403, "debtor_not_owned"),
+    ];
+    for (name, body, want_status, want_code) in rows {
+        let (status, answer) = node.as_a("POST", "/v1/transfers", &body).await;
+        assert_eq!((status, answer["code"].as_str()), (want_status, Some(want_code)), "{name}: {answer}");
+        assert!(answer["message"].as_str().is_some_and(|m| !m.is_empty()), "{name}");
+    }
+    let bmis = node.stop().await;
+    assert_eq!(journaled(&bmis), Vec::<&str>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_body_is_refused_before_it_is_read_whole() {
+    let node = start(&fresh_dir("oversized"), true).await;
+    let padding = "x".repeat(rtgs_api::limits::BODY_BYTES_MAX);
+    let body = json!({ "bmi": "O-1", "debtor": 1, "creditor": 2, "amount": "1.00", "currency": "EUR", "pad": padding });
+    let (status, answer) = node.as_a("POST", "/v1/transfers", body.to_string().as_bytes()).await;
+    assert_eq!((status, answer["code"].as_str()), (413, Some("body_too_large")), "{answer}");
+    let bmis = node.stop().await;
+    assert_eq!(journaled(&bmis), Vec::<&str>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unsigned_stale_or_forged_requests_get_401_and_nothing_is_journaled() {
+    let node = start(&fresh_dir("auth"), true).await;
+    let body = transfer("A-1", 1, 2, "1.00");
+    let path = "/v1/transfers";
+    let (status, answer) = node.send("POST", path, &[], &body).await;
+    assert_eq!((status, answer["code"].as_str()), (401, Some("missing_credentials")), "{answer}");
+    let cases = [
+        ("stale", node.signed_at("bank-a", SECRET_A, "POST", path, &body, -301).await, "stale_timestamp"),
+        ("future", node.signed_at("bank-a", SECRET_A, "POST", path, &body, 301).await, "stale_timestamp"),
+        ("wrong secret", node.signed_at("bank-a", SECRET_B, "POST", path, &body, 0).await, "bad_signature"),
+        ("unknown key", node.signed_at("bank-z", SECRET_A, "POST", path, &body, 0).await, "unknown_key"),
+    ];
+    for (name, (status, answer), code) in cases {
+        assert_eq!((status, answer["code"].as_str()), (401, Some(code)), "{name}: {answer}");
+    }
+    // A valid signature of another body, or of another path, does not carry over.
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_secs().to_string();
+    let other_body = sign(SECRET_A.as_bytes(), "POST", path, &now, &transfer("A-1", 1, 2, "0.01"));
+    let other_path = sign(SECRET_A.as_bytes(), "POST", "/v1/transfers?x=1", &now, &body);
+    for (name, signature) in
+        [("other body", other_body), ("other path", other_path), ("not hex", "zz".into())]
+    {
+        let headers = [
+            ("x-rtgs-key".to_string(), "bank-a".to_string()),
+            ("x-rtgs-timestamp".to_string(), now.clone()),
+            ("x-rtgs-signature".to_string(), signature),
+        ];
+        let (status, answer) = node.send("POST", path, &headers, &body).await;
+        assert_eq!((status, answer["code"].as_str()), (401, Some("bad_signature")), "{name}: {answer}");
+    }
+    let (status, answer) = node.signed_at("bank-a", SECRET_A, "GET", "/v1/accounts/1", b"", -400).await;
+    assert_eq!((status, answer["code"].as_str()), (401, Some("stale_timestamp")), "{answer}");
+    let bmis = node.stop().await;
+    assert_eq!(journaled(&bmis), Vec::<&str>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_participant_reads_only_its_own_data() {
+    let node = start(&fresh_dir("reads"), true).await;
+    let (status, answer) = node.as_b("POST", "/v1/transfers", &transfer("D-1", 3, 1, "1.00")).await;
+    assert_eq!(status, 202, "{answer}");
+    let rows = [
+        ("other's account", node.as_a("GET", "/v1/accounts/3", b"").await, 403, "account_not_owned"),
+        ("other's transfer", node.as_a("GET", "/v1/transfers/D-1", b"").await, 403, "not_owner"),
+        ("unknown transfer", node.as_a("GET", "/v1/transfers/NOPE", b"").await, 404, "unknown_transfer"),
+        ("own account never opened", node.as_a("GET", "/v1/accounts/9", b"").await, 404, "unknown_account"),
+        (
+            "account id not a number",
+            node.as_a("GET", "/v1/accounts/abc", b"").await,
+            400,
+            "invalid_account_id",
+        ),
+        ("no such endpoint", node.as_a("GET", "/v1/nothing", b"").await, 404, "not_found"),
+    ];
+    for (name, (status, answer), want_status, want_code) in rows {
+        assert_eq!((status, answer["code"].as_str()), (want_status, Some(want_code)), "{name}: {answer}");
+    }
+    let (status, own) = node.as_b("GET", "/v1/transfers/D-1", b"").await;
+    assert_eq!((status, own["status"].as_str()), (200, Some("ACCC")), "{own}");
+    let bmis = node.stop().await;
+    assert_eq!(journaled(&bmis), ["D-1"]);
+}
