@@ -111,6 +111,15 @@ impl Api {
             .with_state(Arc::clone(&self.state))
     }
 
+    /// Serves the API on `listener` until `shutdown` completes, then lets open requests finish.
+    pub async fn serve(
+        &self,
+        listener: tokio::net::TcpListener,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        axum::serve(listener, self.router()).with_graceful_shutdown(shutdown).await
+    }
+
     /// Opens and funds accounts (operator setup, not signed) and waits until each is final.
     pub async fn setup_accounts(&self, accounts: &[AccountSetup]) -> Result<(), SetupError> {
         for a in accounts {

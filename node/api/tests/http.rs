@@ -40,7 +40,7 @@ struct Node {
     dir: PathBuf,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     server: tokio::task::JoinHandle<()>,
-    api: Api,
+    api: std::sync::Arc<Api>,
     cluster: Cluster,
 }
 
@@ -60,12 +60,13 @@ async fn start(dir: &std::path::Path, setup: bool) -> Node {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let router = api.router();
+    let api = std::sync::Arc::new(api);
+    let serving = std::sync::Arc::clone(&api);
     let server = tokio::spawn(async move {
-        let serve = axum::serve(listener, router).with_graceful_shutdown(async {
+        let shutdown = async {
             let _ = stopped.await;
-        });
-        serve.await.expect("server runs");
+        };
+        serving.serve(listener, shutdown).await.expect("server runs");
     });
     Node { addr, dir: dir.to_path_buf(), stop: Some(stop), server, api, cluster }
 }
@@ -77,7 +78,8 @@ impl Node {
             let _ = s.send(());
         }
         self.server.await.expect("server stops");
-        let (api, cluster) = (self.api, self.cluster);
+        let api = std::sync::Arc::into_inner(self.api).expect("the server task has ended");
+        let cluster = self.cluster;
         let report = tokio::task::spawn_blocking(move || api.shutdown(cluster)).await.expect("shutdown");
         assert!(report.errors.is_empty(), "{:?}", report.errors);
         let mut reader = JournalReader::open(&self.dir.join("journal"), 1).expect("journal");

@@ -7,6 +7,7 @@
 //! * `node` ([`node`]) — one center of the production engine (Kafka journal + PostgreSQL).
 //! * `load` ([`load`]) — submit transfers to a running production cluster and measure them.
 //! * `reconcile` ([`reconcile`]) — compare the production engine's center databases.
+//! * `serve` ([`serve`]) — the embedded cluster behind the participant HTTP API (`rtgs-api`).
 //!
 //! `anyhow` lives only here, at the binary's edge; the libraries return typed errors.
 
@@ -15,6 +16,7 @@ mod load;
 mod node;
 mod pg_args;
 mod reconcile;
+mod serve;
 mod sim;
 mod verify;
 
@@ -42,6 +44,8 @@ enum Command {
     Load(load::LoadArgs),
     /// Compare the center databases of the production engine (exit 1 on any difference).
     Reconcile(reconcile::ReconcileArgs),
+    /// Run the embedded cluster behind the participant HTTP API on 127.0.0.1:8080+PORT_OFFSET.
+    Serve(serve::ServeArgs),
 }
 
 fn main() -> ExitCode {
@@ -53,6 +57,7 @@ fn main() -> ExitCode {
         Command::Node(args) => node::run(args),
         Command::Load(args) => load::run(args),
         Command::Reconcile(args) => reconcile::run(args),
+        Command::Serve(args) => serve::run(args),
     };
     match result {
         Ok(code) => code,

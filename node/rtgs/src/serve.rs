@@ -1,0 +1,98 @@
+//! `rtgs serve`: the embedded cluster with the participant HTTP API in front of it.
+//!
+//! Listens on `127.0.0.1:8080+PORT_OFFSET` (or `--listen`). Participants and the accounts to set
+//! up come from a JSON file (`node/api/participants.example.json`, described in
+//! `rtgs_api::config`); the accounts are opened and funded only on a fresh data directory, so a
+//! restart never funds them twice. SIGTERM / Ctrl-C stops the server, lets open requests finish,
+//! then drains the cluster and writes its checkpoints.
+
+use anyhow::Context;
+use clap::Args;
+use rtgs_api::config::ApiConfig;
+use rtgs_api::server::Api;
+use rtgs_core::entry::CenterId;
+use rtgs_embedded::cluster::{Cluster, ClusterConfig};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// The API's port when `PORT_OFFSET` is 0.
+const PORT_BASE: u16 = 8080;
+
+#[derive(Args)]
+pub struct ServeArgs {
+    /// Participants (key ids, secrets, accounts) and the accounts to open: JSON.
+    #[arg(long)]
+    pub config: PathBuf,
+    /// Journal and checkpoints; kept, and a later run resumes from it.
+    #[arg(long, default_value = "rtgs-data")]
+    pub data_dir: PathBuf,
+    /// The API listens on 127.0.0.1:8080+PORT_OFFSET.
+    #[arg(long, env = "PORT_OFFSET", default_value_t = 0)]
+    pub port_offset: u16,
+    /// Listen here instead (e.g. 127.0.0.1:0 for an ephemeral port).
+    #[arg(long)]
+    pub listen: Option<SocketAddr>,
+    /// Validate the config file and exit.
+    #[arg(long)]
+    pub check: bool,
+}
+
+pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let text = std::fs::read_to_string(&args.config)
+        .with_context(|| format!("reading {}", args.config.display()))?;
+    let (participants, accounts) =
+        ApiConfig::from_json(&text).and_then(|c| c.build()).context("invalid config")?;
+    if args.check {
+        eprintln!("config ok: {} participants, {} accounts", participants.len(), accounts.len());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let port = PORT_BASE.checked_add(args.port_offset).context("PORT_OFFSET too large")?;
+    let listen = args.listen.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], port)));
+
+    let cluster = Cluster::start(&ClusterConfig::new(&args.data_dir)).context("starting the cluster")?;
+    let fresh = cluster.recovery().journal.seq_last == 0;
+    let api = Api::start(&cluster, args.data_dir.clone(), participants, CenterId(1));
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let served = rt.block_on(async {
+        if fresh {
+            api.setup_accounts(&accounts).await.context("setting up accounts")?;
+            eprintln!("rtgs serve: opened {} accounts", accounts.len());
+        } else {
+            eprintln!(
+                "rtgs serve: resuming at seq {}; account setup skipped",
+                cluster.recovery().journal.seq_last
+            );
+        }
+        let listener =
+            tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
+        eprintln!("rtgs serve: listening on http://{}", listener.local_addr()?);
+        api.serve(listener, stop_signal()).await.context("serving")
+    });
+    eprintln!("rtgs serve: stopping");
+    let report = api.shutdown(cluster);
+    served?;
+    for c in &report.centers {
+        eprintln!("  {}: seq_applied {} state_hash {:016x}", c.id, c.seq_applied, c.state_hash);
+    }
+    if !report.errors.is_empty() {
+        anyhow::bail!("cluster errors: {:?}", report.errors);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// SIGTERM or Ctrl-C.
+async fn stop_signal() {
+    let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
+    match term {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

@@ -1,0 +1,107 @@
+//! `rtgs serve` as an operator runs it: start on an ephemeral port from the example config, one
+//! signed transfer over plain HTTP, its final status, SIGTERM, then `rtgs verify` of the data
+//! directory; a second start resumes without funding the accounts again.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../api/participants.example.json");
+const SECRET_A: &str = "change-me-bank-a-0123456789";
+
+fn rtgs() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_rtgs"))
+}
+
+/// Starts `rtgs serve` and returns it with the address it announced on stderr.
+fn serve(dir: &Path) -> (Child, SocketAddr, Vec<String>) {
+    let mut child = rtgs()
+        .args(["serve", "--listen", "127.0.0.1:0", "--config", EXAMPLE, "--data-dir"])
+        .arg(dir)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let stderr = child.stderr.take().unwrap_or_else(|| panic!("no stderr"));
+    let mut lines = Vec::new();
+    let mut reader = BufReader::new(stderr).lines();
+    for line in reader.by_ref() {
+        let line = line.unwrap_or_default();
+        lines.push(line.clone());
+        if let Some(addr) = line.strip_prefix("rtgs serve: listening on http://") {
+            // Keep draining stderr: writing to a closed pipe would fail the server's last lines.
+            std::thread::spawn(move || reader.for_each(|l| eprintln!("serve: {}", l.unwrap_or_default())));
+            return (child, addr.parse().unwrap_or_else(|e| panic!("{addr}: {e}")), lines);
+        }
+    }
+    let _ = child.kill();
+    let status = child.wait();
+    panic!("rtgs serve did not start ({status:?}): {lines:?}");
+}
+
+fn signed(addr: SocketAddr, method: &str, path: &str, body: &str) -> (u16, serde_json::Value) {
+    let ts = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+        .to_string();
+    let signature = rtgs_api::auth::sign(SECRET_A.as_bytes(), method, path, &ts, body.as_bytes());
+    let mut stream = TcpStream::connect(addr).unwrap_or_else(|e| panic!("{e}"));
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\nx-rtgs-key: bank-a\r\nx-rtgs-timestamp: {ts}\r\nx-rtgs-signature: {signature}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap_or_else(|e| panic!("{e}"));
+    let status = response.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let json = response.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (status, serde_json::from_str(json).unwrap_or(serde_json::Value::Null))
+}
+
+fn stop(mut child: Child) {
+    let killed = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+    assert!(killed.is_ok_and(|s| s.success()));
+    let status = child.wait().unwrap_or_else(|e| panic!("{e}"));
+    assert!(status.success(), "rtgs serve exited with {status}");
+}
+
+fn tempdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("rtgs-serve-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+#[test]
+fn serve_takes_a_signed_transfer_stops_cleanly_and_resumes() {
+    let dir = tempdir("run");
+    let (child, addr, _) = serve(&dir);
+    let body = r#"{"bmi":"S-1","debtor":1,"creditor":3,"amount":"250.50","currency":"EUR"}"#;
+    let (status, answer) = signed(addr, "POST", "/v1/transfers", body);
+    assert_eq!((status, answer["status"].as_str()), (202, Some("ACSP")), "{answer}");
+    let (status, answer) = signed(addr, "GET", "/v1/transfers/S-1", "");
+    assert_eq!((status, answer["status"].as_str()), (200, Some("ACCC")), "{answer}");
+    stop(child);
+
+    let verified = rtgs().args(["verify", "--data-dir"]).arg(&dir).output().unwrap_or_else(|e| panic!("{e}"));
+    assert!(verified.status.success(), "{}", String::from_utf8_lossy(&verified.stderr));
+
+    let (child, addr, lines) = serve(&dir);
+    assert!(lines.iter().any(|l| l.contains("account setup skipped")), "{lines:?}");
+    let (status, answer) = signed(addr, "POST", "/v1/transfers", body);
+    assert_eq!(status, 202, "a retry after the restart is the original answer: {answer}");
+    let mut balance = serde_json::Value::Null;
+    for _ in 0..1_000 {
+        let (status, answer) = signed(addr, "GET", "/v1/accounts/1", "");
+        if status == 200 {
+            balance = answer;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // Funded 1,000,000.00 once (not again on the restart), less the one transfer.
+    assert_eq!(balance["balance"], "999749.50", "{balance}");
+    stop(child);
+    let _ = std::fs::remove_dir_all(&dir);
+}
