@@ -16,6 +16,7 @@ use rtgs_core::entry::AccountId;
 use sha2::Sha256;
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
+use std::sync::Arc;
 
 pub const HEADER_KEY: &str = "x-rtgs-key";
 pub const HEADER_TIMESTAMP: &str = "x-rtgs-timestamp";
@@ -25,14 +26,15 @@ type HmacSha256 = Hmac<Sha256>;
 
 /// A participant's credentials and the accounts it may debit and read.
 pub struct Participant {
-    pub key_id: String,
+    /// Shared with every tracked transfer the participant submitted (no copy per record).
+    pub key_id: Arc<str>,
     secret: Vec<u8>,
     pub accounts: BTreeSet<AccountId>,
 }
 
 impl Participant {
     pub fn new(key_id: String, secret: Vec<u8>, accounts: BTreeSet<AccountId>) -> Self {
-        Participant { key_id, secret, accounts }
+        Participant { key_id: Arc::from(key_id), secret, accounts }
     }
 
     pub fn owns(&self, account: AccountId) -> bool {
@@ -110,7 +112,7 @@ pub struct Keyring {
 
 impl Keyring {
     pub fn new(participants: Vec<Participant>) -> Self {
-        Keyring { by_key: participants.into_iter().map(|p| (p.key_id.clone(), p)).collect() }
+        Keyring { by_key: participants.into_iter().map(|p| (p.key_id.to_string(), p)).collect() }
     }
 
     /// Checks a request's signature; `now_s` is the server's Unix time.
@@ -162,7 +164,7 @@ mod tests {
             let ts = at.to_string();
             let sig = sign(b"secret-of-bank-a", "POST", "/v1/transfers", &ts, b"{}");
             let p = k.verify("POST", "/v1/transfers", headers(&ts, &sig), b"{}", NOW);
-            assert_eq!(p.map(|p| p.key_id.as_str()), Ok("bank-a"));
+            assert_eq!(p.map(|p| p.key_id.as_ref()), Ok("bank-a"));
         }
     }
 

@@ -60,7 +60,7 @@ pub enum ConfigError {
     Parse(#[from] serde_json::Error),
     #[error("no participants")]
     NoParticipants,
-    #[error("participant key id {0:?} is empty or repeated")]
+    #[error("participant key id {0:?} is empty, reserved (\"operator\") or repeated")]
     KeyId(String),
     #[error("participant {0:?}: secret shorter than {SECRET_BYTES_MIN} bytes")]
     SecretTooShort(String),
@@ -88,7 +88,7 @@ impl ApiConfig {
         let mut owned = HashSet::new();
         let mut participants = Vec::new();
         for p in &self.participants {
-            if p.key_id.is_empty() || !keys.insert(p.key_id.as_str()) {
+            if p.key_id.is_empty() || p.key_id == crate::server::OPERATOR || !keys.insert(p.key_id.as_str()) {
                 return Err(ConfigError::KeyId(p.key_id.clone()));
             }
             if p.secret.len() < SECRET_BYTES_MIN {

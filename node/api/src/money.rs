@@ -121,6 +121,52 @@ mod tests {
         }
     }
 
+    /// A reference for decimal-shaped text: the value in minor units, computed in u128.
+    fn reference(whole: &str, fraction: &str, exponent: u32) -> Result<u64, AmountError> {
+        if fraction.len() > exponent as usize {
+            return Err(AmountError::TooManyDecimals(exponent));
+        }
+        let digits = format!("{whole}{fraction:0<width$}", width = exponent as usize);
+        let value = digits.trim_start_matches('0');
+        let value: u128 = if value.is_empty() { 0 } else { value.parse().unwrap_or(u128::MAX) };
+        match value {
+            0 => Err(AmountError::NotPositive),
+            v if v > u128::from(AMOUNT_MINOR_MAX) => Err(AmountError::TooLarge),
+            v => Ok(v as u64),
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn decimal_text_parses_as_the_reference_says(
+            whole in "[0-9]{1,22}",
+            fraction in proptest::option::of("[0-9]{0,4}"),
+            exponent in 0u32..=3,
+        ) {
+            let text = match &fraction {
+                Some(f) => format!("{whole}.{f}"),
+                None => whole.clone(),
+            };
+            let want = match fraction.as_deref() {
+                Some("") => Err(AmountError::Malformed),
+                f => reference(&whole, f.unwrap_or(""), exponent),
+            };
+            proptest::prop_assert_eq!(parse_minor(&text, exponent), want, "{}", text);
+        }
+
+        #[test]
+        fn every_amount_round_trips(minor in 1..=AMOUNT_MINOR_MAX, exponent in 0u32..=3) {
+            proptest::prop_assert_eq!(parse_minor(&format_minor(minor, exponent), exponent), Ok(minor));
+        }
+
+        #[test]
+        fn any_text_is_parsed_or_refused_without_panicking(text in "\\PC{0,40}", exponent in 0u32..=3) {
+            if let Ok(minor) = parse_minor(&text, exponent) {
+                proptest::prop_assert!(minor > 0 && minor <= AMOUNT_MINOR_MAX);
+            }
+        }
+    }
+
     #[test]
     fn currencies_are_sorted_and_unique() {
         assert!(CURRENCIES.windows(2).all(|w| w[0].0 < w[1].0));

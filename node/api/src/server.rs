@@ -13,7 +13,7 @@ use crate::money::{self, AmountError};
 use crate::read_model::ReadModel;
 use crate::tracker::{Admit, Answer, Tracker};
 use axum::body::{to_bytes, Body, Bytes};
-use axum::extract::{Path, State};
+use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -136,8 +136,9 @@ impl Api {
     async fn setup_one(&self, bmi: &str, payload: Payload) -> Result<(), SetupError> {
         let refused = |reason: String| SetupError::Refused { bmi: bmi.to_string(), reason };
         let bmi_value = Bmi::new(bmi.as_bytes()).map_err(|e| refused(e.to_string()))?;
-        let answer =
-            submit(&self.state, bmi_value, "operator", payload).await.map_err(|e| refused(e.message))?;
+        let answer = submit(&self.state, bmi_value, &Arc::from(OPERATOR), payload)
+            .await
+            .map_err(|e| refused(e.message))?;
         if answer.is_none() {
             return Err(SetupError::Timeout(bmi.to_string()));
         }
@@ -165,6 +166,9 @@ impl Api {
     }
 }
 
+/// The owner recorded for setup entries; never a participant's key id (the config refuses it).
+pub const OPERATOR: &str = "operator";
+
 fn now_s() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
@@ -187,6 +191,14 @@ fn authenticate<'a>(
         .keyring
         .verify(method.as_str(), path, signed, body, now_s())
         .map_err(|e| ApiError::new(StatusCode::UNAUTHORIZED, e.code(), e.to_string()))
+}
+
+/// Reads the body (bounded) and checks the request's signature over it.
+async fn authenticated(state: &AppState, request: Request) -> Result<(&Participant, Bytes), ApiError> {
+    let (parts, body) = request.into_parts();
+    let body = read_body(body).await?;
+    let participant = authenticate(state, &parts.method, &parts.uri, &parts.headers, &body)?;
+    Ok((participant, body))
 }
 
 async fn read_body(body: Body) -> Result<Bytes, ApiError> {
@@ -234,7 +246,12 @@ fn validate(req: &TransferRequest) -> Result<(Bmi, Transfer), ApiError> {
 
 /// Submits through the tracker: `Ok(Some(seq))` once the seq is known, `Ok(None)` if it was not
 /// known within [`SEQ_WAIT`] (still accepted: ACSP).
-async fn submit(state: &AppState, bmi: Bmi, owner: &str, payload: Payload) -> Result<Option<Seq>, ApiError> {
+async fn submit(
+    state: &AppState,
+    bmi: Bmi,
+    owner: &Arc<str>,
+    payload: Payload,
+) -> Result<Option<Seq>, ApiError> {
     let conflict = |seq: Option<Seq>| {
         let at = seq.map_or(String::new(), |s| format!(" (seq {s})"));
         ApiError::new(
@@ -276,15 +293,8 @@ async fn submit(state: &AppState, bmi: Bmi, owner: &str, payload: Payload) -> Re
     }
 }
 
-async fn post_transfer(
-    State(state): State<Arc<AppState>>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Body,
-) -> Result<Response, ApiError> {
-    let body = read_body(body).await?;
-    let participant = authenticate(&state, &method, &uri, &headers, &body)?;
+async fn post_transfer(State(state): State<Arc<AppState>>, request: Request) -> Result<Response, ApiError> {
+    let (participant, body) = authenticated(&state, request).await?;
     let request = parse_request(&body)?;
     let (bmi, transfer) = validate(&request)?;
     if !participant.owns(transfer.debtor) {
@@ -299,13 +309,9 @@ async fn post_transfer(
 async fn get_transfer(
     State(state): State<Arc<AppState>>,
     Path(bmi_text): Path<String>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Body,
+    request: Request,
 ) -> Result<Response, ApiError> {
-    let body = read_body(body).await?;
-    let participant = authenticate(&state, &method, &uri, &headers, &body)?;
+    let (participant, _) = authenticated(&state, request).await?;
     let bmi =
         Bmi::new(bmi_text.as_bytes()).map_err(|e| ApiError::bad_request("invalid_bmi", e.to_string()))?;
     let unknown = || ApiError::new(StatusCode::NOT_FOUND, "unknown_transfer", format!("no transfer {bmi}"));
@@ -330,13 +336,9 @@ async fn get_transfer(
 async fn get_account(
     State(state): State<Arc<AppState>>,
     Path(id_text): Path<String>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Body,
+    request: Request,
 ) -> Result<Response, ApiError> {
-    let body = read_body(body).await?;
-    let participant = authenticate(&state, &method, &uri, &headers, &body)?;
+    let (participant, _) = authenticated(&state, request).await?;
     let id = id_text
         .parse::<u64>()
         .map(AccountId)

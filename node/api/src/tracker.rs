@@ -12,7 +12,7 @@ use rtgs_core::entry::{Bmi, Outcome, Payload, Seq};
 use rtgs_core::sequencer::Admission;
 use rtgs_embedded::cluster::{Notice, Refusal};
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
 
 /// What a submission learns from the engine.
@@ -39,14 +39,14 @@ pub enum Admit {
 /// A tracked `bmi`'s status.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Status {
-    pub owner: String,
+    pub owner: Arc<str>,
     pub seq: Option<Seq>,
     /// `None` until final (ACSP).
     pub outcome: Option<Outcome>,
 }
 
 struct Record {
-    owner: String,
+    owner: Arc<str>,
     payload: Payload,
     seq: Option<Seq>,
     outcome: Option<Outcome>,
@@ -60,21 +60,31 @@ struct Inner {
     order: VecDeque<Bmi>,
 }
 
-#[derive(Default)]
 pub struct Tracker {
     inner: Mutex<Inner>,
+    records_max: usize,
+}
+
+impl Default for Tracker {
+    fn default() -> Self {
+        Tracker::with_capacity(TRACKED_TRANSFERS_MAX)
+    }
 }
 
 impl Tracker {
+    pub fn with_capacity(records_max: usize) -> Self {
+        Tracker { inner: Mutex::default(), records_max }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         // A panic while holding the lock leaves consistent data (every update is one assignment).
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn admit(&self, bmi: Bmi, owner: &str, payload: &Payload) -> Admit {
+    pub fn admit(&self, bmi: Bmi, owner: &Arc<str>, payload: &Payload) -> Admit {
         let mut inner = self.lock();
         if let Some(r) = inner.records.get_mut(&bmi) {
-            if r.owner != owner || r.payload != *payload {
+            if r.owner != *owner || r.payload != *payload {
                 return Admit::Conflict(r.seq);
             }
             if let Some(seq) = r.seq {
@@ -86,7 +96,7 @@ impl Tracker {
         }
         let (tx, rx) = oneshot::channel();
         let record = Record {
-            owner: owner.to_string(),
+            owner: Arc::clone(owner),
             payload: payload.clone(),
             seq: None,
             outcome: None,
@@ -94,7 +104,7 @@ impl Tracker {
         };
         inner.records.insert(bmi, record);
         inner.order.push_back(bmi);
-        while inner.order.len() > TRACKED_TRANSFERS_MAX {
+        while inner.order.len() > self.records_max {
             if let Some(old) = inner.order.pop_front() {
                 inner.records.remove(&old);
             }
@@ -113,7 +123,11 @@ impl Tracker {
 
     pub fn status(&self, bmi: Bmi) -> Option<Status> {
         let inner = self.lock();
-        inner.records.get(&bmi).map(|r| Status { owner: r.owner.clone(), seq: r.seq, outcome: r.outcome })
+        inner.records.get(&bmi).map(|r| Status {
+            owner: Arc::clone(&r.owner),
+            seq: r.seq,
+            outcome: r.outcome,
+        })
     }
 
     /// Final notices from the engine. Returns the highest seq among them.
@@ -159,5 +173,73 @@ impl Tracker {
                 Admission::Sequenced(_) => {}
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtgs_core::entry::{AccountId, CenterId, Currency, RejectReason, Transfer};
+
+    fn bmi(text: &str) -> Bmi {
+        Bmi::new(text.as_bytes()).unwrap_or(Bmi::NONE)
+    }
+
+    fn payment(amount_minor: u64) -> Payload {
+        let currency = Currency::new(b"EUR").unwrap_or_else(|_| unreachable!());
+        Payload::Transfer(Transfer { debtor: AccountId(1), creditor: AccountId(2), amount_minor, currency })
+    }
+
+    fn notice(b: &str, seq: Seq, outcome: Outcome) -> Notice {
+        Notice { center: CenterId(1), seq, bmi: bmi(b), outcome, submitted_at_us: 0 }
+    }
+
+    fn refusal(b: &str, admission: Admission) -> Refusal {
+        Refusal { bmi: bmi(b), admission, submitted_at_us: 0 }
+    }
+
+    #[test]
+    fn a_retry_waits_for_then_gets_the_original_seq_and_other_content_conflicts() {
+        let t = Tracker::default();
+        let (a, b): (Arc<str>, Arc<str>) = (Arc::from("bank-a"), Arc::from("bank-b"));
+        let Admit::Submit(mut first) = t.admit(bmi("T1"), &a, &payment(100)) else { panic!("new bmi") };
+        let Admit::Wait(mut retry) = t.admit(bmi("T1"), &a, &payment(100)) else { panic!("retry waits") };
+        assert!(matches!(t.admit(bmi("T1"), &a, &payment(101)), Admit::Conflict(None)));
+        assert!(matches!(t.admit(bmi("T1"), &b, &payment(100)), Admit::Conflict(None)));
+        assert_eq!(t.on_final(&[notice("T1", 7, Outcome::Rejected(RejectReason::InsufficientFunds))]), 7);
+        assert_eq!(first.try_recv(), Ok(Answer::Accepted(7)));
+        assert_eq!(retry.try_recv(), Ok(Answer::Accepted(7)));
+        assert!(matches!(t.admit(bmi("T1"), &a, &payment(100)), Admit::Known(7)));
+        assert!(matches!(t.admit(bmi("T1"), &a, &payment(1)), Admit::Conflict(Some(7))));
+        let status = t.status(bmi("T1"));
+        assert_eq!(status.map(|s| s.outcome), Some(Some(Outcome::Rejected(RejectReason::InsufficientFunds))));
+    }
+
+    #[test]
+    fn engine_refusals_answer_waiters() {
+        let t = Tracker::default();
+        let a: Arc<str> = Arc::from("bank-a");
+        let Admit::Submit(mut dup) = t.admit(bmi("D"), &a, &payment(1)) else { panic!("new") };
+        let Admit::Submit(mut conflict) = t.admit(bmi("C"), &a, &payment(1)) else { panic!("new") };
+        t.on_refused(&[refusal("D", Admission::Duplicate(3)), refusal("C", Admission::Conflict(4))]);
+        assert_eq!(dup.try_recv(), Ok(Answer::Accepted(3)));
+        assert_eq!(conflict.try_recv(), Ok(Answer::Conflict(4)));
+        // A retry of "D" is answered from memory; "C"'s content was never journaled: forgotten.
+        assert!(matches!(t.admit(bmi("D"), &a, &payment(1)), Admit::Known(3)));
+        assert_eq!(t.status(bmi("C")), None);
+        assert_eq!(t.status(bmi("D")).map(|s| (s.seq, s.outcome)), Some((Some(3), None)));
+    }
+
+    #[test]
+    fn the_oldest_records_are_forgotten_beyond_capacity() {
+        let t = Tracker::with_capacity(2);
+        let a: Arc<str> = Arc::from("bank-a");
+        for name in ["E1", "E2", "E3"] {
+            assert!(matches!(t.admit(bmi(name), &a, &payment(1)), Admit::Submit(_)));
+        }
+        assert_eq!(t.status(bmi("E1")), None);
+        assert!(t.status(bmi("E2")).is_some() && t.status(bmi("E3")).is_some());
+        t.forget(bmi("E3"));
+        assert_eq!(t.status(bmi("E3")), None);
     }
 }

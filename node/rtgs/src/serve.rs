@@ -67,7 +67,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         let listener =
             tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
         eprintln!("rtgs serve: listening on http://{}", listener.local_addr()?);
-        api.serve(listener, stop_signal()).await.context("serving")
+        let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        api.serve(listener, stop_signal(term)).await.context("serving")
     });
     eprintln!("rtgs serve: stopping");
     let report = api.shutdown(cluster);
@@ -81,18 +82,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// SIGTERM or Ctrl-C.
-async fn stop_signal() {
-    let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
-    match term {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-        }
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
+/// SIGTERM (`term`) or Ctrl-C.
+async fn stop_signal(mut term: tokio::signal::unix::Signal) {
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
     }
 }
