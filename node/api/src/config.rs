@@ -6,6 +6,7 @@
 //!   "participants": [
 //!     { "key_id": "bank-a", "secret": "at-least-16-bytes-of-secret", "accounts": [1, 2] }
 //!   ],
+//!   "operators": [{ "key_id": "ops", "secret": "another-16-bytes-or-more" }],
 //!   "accounts": [
 //!     { "id": 1, "currency": "EUR", "fund": "1000000.00" },
 //!     { "id": 2, "currency": "EUR" }
@@ -24,8 +25,25 @@ use std::collections::{BTreeSet, HashSet};
 #[serde(deny_unknown_fields)]
 pub struct ApiConfig {
     pub participants: Vec<ParticipantConfig>,
+    /// Operators: open, fund and close accounts (`/v1/operator/...`); separate credentials.
+    #[serde(default)]
+    pub operators: Vec<OperatorConfig>,
     #[serde(default)]
     pub accounts: Vec<AccountConfig>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OperatorConfig {
+    pub key_id: String,
+    pub secret: String,
+}
+
+/// Who may call the API: participants and operators, each with its own credentials.
+#[derive(Debug, Default)]
+pub struct Credentials {
+    pub participants: Vec<Participant>,
+    pub operators: Vec<Participant>,
 }
 
 #[derive(Deserialize)]
@@ -79,28 +97,39 @@ impl ApiConfig {
         Ok(serde_json::from_str(text)?)
     }
 
-    /// Validates and builds the runtime parts: participants and the accounts to set up.
-    pub fn build(&self) -> Result<(Vec<Participant>, Vec<AccountSetup>), ConfigError> {
+    /// Validates and builds the runtime parts: credentials and the accounts to set up.
+    pub fn build(&self) -> Result<(Credentials, Vec<AccountSetup>), ConfigError> {
         if self.participants.is_empty() {
             return Err(ConfigError::NoParticipants);
         }
+        // Key ids are unique across participants and operators (an entry's owner is its key id).
         let mut keys = HashSet::new();
+        let mut check_key = |key_id: &str, secret: &str| {
+            if key_id.is_empty() || key_id == crate::server::OPERATOR || !keys.insert(key_id.to_string()) {
+                return Err(ConfigError::KeyId(key_id.to_string()));
+            }
+            if secret.len() < SECRET_BYTES_MIN {
+                return Err(ConfigError::SecretTooShort(key_id.to_string()));
+            }
+            Ok(())
+        };
         let mut owned = HashSet::new();
-        let mut participants = Vec::new();
+        let mut credentials = Credentials::default();
         for p in &self.participants {
-            if p.key_id.is_empty() || p.key_id == crate::server::OPERATOR || !keys.insert(p.key_id.as_str()) {
-                return Err(ConfigError::KeyId(p.key_id.clone()));
-            }
-            if p.secret.len() < SECRET_BYTES_MIN {
-                return Err(ConfigError::SecretTooShort(p.key_id.clone()));
-            }
+            check_key(&p.key_id, &p.secret)?;
             for a in &p.accounts {
                 if !owned.insert(*a) {
                     return Err(ConfigError::SharedAccount(*a));
                 }
             }
             let accounts: BTreeSet<AccountId> = p.accounts.iter().map(|a| AccountId(*a)).collect();
-            participants.push(Participant::new(p.key_id.clone(), p.secret.as_bytes().to_vec(), accounts));
+            let secret = p.secret.as_bytes().to_vec();
+            credentials.participants.push(Participant::new(p.key_id.clone(), secret, accounts));
+        }
+        for o in &self.operators {
+            check_key(&o.key_id, &o.secret)?;
+            let secret = o.secret.as_bytes().to_vec();
+            credentials.operators.push(Participant::new(o.key_id.clone(), secret, BTreeSet::new()));
         }
         let mut ids = HashSet::new();
         let mut accounts = Vec::new();
@@ -117,7 +146,7 @@ impl ApiConfig {
             };
             accounts.push(AccountSetup { id: AccountId(a.id), currency, fund_minor });
         }
-        Ok((participants, accounts))
+        Ok((credentials, accounts))
     }
 }
 
@@ -127,13 +156,15 @@ mod tests {
 
     const GOOD: &str = r#"{
         "participants": [{ "key_id": "bank-a", "secret": "0123456789abcdef", "accounts": [1] }],
+        "operators": [{ "key_id": "ops", "secret": "fedcba9876543210" }],
         "accounts": [{ "id": 1, "currency": "EUR", "fund": "10.00" }, { "id": 2, "currency": "JPY" }]
     }"#;
 
     #[test]
     fn builds_a_valid_config() {
-        let (participants, accounts) = ApiConfig::from_json(GOOD).and_then(|c| c.build()).expect("valid");
-        assert_eq!(participants.len(), 1);
+        let (credentials, accounts) = ApiConfig::from_json(GOOD).and_then(|c| c.build()).expect("valid");
+        let participants = &credentials.participants;
+        assert_eq!((participants.len(), credentials.operators.len()), (1, 1));
         assert!(participants[0].owns(AccountId(1)) && !participants[0].owns(AccountId(2)));
         assert_eq!(accounts[0].fund_minor, 1000);
         assert_eq!(accounts[1].fund_minor, 0);
@@ -148,6 +179,9 @@ mod tests {
             (GOOD.replace("10.00", "10.001"), "Fund"),
             (GOOD.replace("\"id\": 2", "\"id\": 1"), "DuplicateAccount"),
             (GOOD.replace("\"key_id\": \"bank-a\"", "\"key_id\": \"\""), "KeyId"),
+            (GOOD.replace("\"key_id\": \"ops\"", "\"key_id\": \"bank-a\""), "KeyId"),
+            (GOOD.replace("\"key_id\": \"ops\"", "\"key_id\": \"operator\""), "KeyId"),
+            (GOOD.replace("fedcba9876543210", "short"), "SecretTooShort"),
         ];
         for (text, want) in cases {
             let got = ApiConfig::from_json(&text).and_then(|c| c.build()).err().map(|e| format!("{e:?}"));

@@ -4,7 +4,10 @@
 //! * [`server`] — [`server::Api`]: the axum router (`POST /v1/transfers`, `GET /v1/transfers/{bmi}`,
 //!   `GET /v1/accounts/{id}`), the order of request checks, and the threads that connect it to an
 //!   embedded [`Cluster`](rtgs_embedded::cluster::Cluster).
+//! * [`operator`] — operator endpoints (`/v1/operator/...`): open, fund, close accounts; any
+//!   entry's status. Separate credentials.
 //! * [`auth`] — API key + HMAC-SHA256 request signatures, ±300 s window, constant-time compare.
+//! * [`checks`] — field checks shared by the endpoints, each failure a 400 with its code.
 //! * [`money`] — decimal text ⇄ integer minor units, per-currency exponents. No floating point.
 //! * [`tracker`] — per `bmi`: content, owner, seq, status; idempotent retries; bounded.
 //! * [`read_model`] — a ledger replayed from the journal files for balance queries.
@@ -13,10 +16,12 @@
 //! * [`limits`] — every bound of the API.
 
 pub mod auth;
+pub mod checks;
 pub mod config;
 pub mod error;
 pub mod limits;
 pub mod money;
+pub mod operator;
 pub mod read_model;
 pub mod server;
 pub mod tracker;

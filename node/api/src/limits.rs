@@ -22,6 +22,10 @@ pub const SEQ_WAIT: Duration = Duration::from_secs(10);
 /// How often the balance read model looks for newly final entries to apply.
 pub const READ_MODEL_POLL: Duration = Duration::from_millis(20);
 
+/// How long a read waits for the read model to apply what is already final (read-your-writes)
+/// before answering 503 `read_model_behind`.
+pub const READ_MODEL_WAIT: Duration = Duration::from_secs(2);
+
 /// Smallest accepted participant secret (bytes).
 pub const SECRET_BYTES_MIN: usize = 16;
 

@@ -37,6 +37,10 @@ impl ReadModel {
         self.seq_target.fetch_max(seq, Ordering::AcqRel);
     }
 
+    pub fn seq_target(&self) -> Seq {
+        self.seq_target.load(Ordering::Acquire)
+    }
+
     pub fn seq_applied(&self) -> Seq {
         self.ledger.read().unwrap_or_else(|e| e.into_inner()).seq_applied()
     }

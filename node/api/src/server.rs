@@ -6,19 +6,22 @@
 //! `bmi` (422) → submit. Nothing reaches the engine unless every check passed.
 
 use crate::auth::{Keyring, Participant, SignedHeaders, HEADER_KEY, HEADER_SIGNATURE, HEADER_TIMESTAMP};
-use crate::config::AccountSetup;
+use crate::checks::{parse_account_id, parse_amount, parse_bmi, parse_currency, parse_json};
+use crate::config::{AccountSetup, Credentials};
 use crate::error::ApiError;
-use crate::limits::{BODY_BYTES_MAX, SEQ_WAIT};
-use crate::money::{self, AmountError};
+use crate::limits::{BODY_BYTES_MAX, READ_MODEL_POLL, READ_MODEL_WAIT, SEQ_WAIT};
+use crate::money;
+use crate::operator;
 use crate::read_model::ReadModel;
-use crate::tracker::{Admit, Answer, Tracker};
+use crate::tracker::{Admit, Answer, Status, Tracker};
 use axum::body::{to_bytes, Body, Bytes};
 use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use rtgs_core::entry::{AccountId, Bmi, CenterId, Command, Currency, Outcome, Payload, Seq, Transfer};
+use rtgs_core::entry::{AccountId, Bmi, CenterId, Command, Outcome, Payload, Seq, Transfer};
+use rtgs_core::ledger::Account;
 use rtgs_embedded::cluster::{ClientEvent, Cluster, Submitter};
 use serde::Deserialize;
 use std::path::PathBuf;
@@ -39,10 +42,11 @@ struct TransferRequest {
     currency: String,
 }
 
-struct AppState {
+pub(crate) struct AppState {
     keyring: Keyring,
-    tracker: Arc<Tracker>,
-    read_model: Arc<ReadModel>,
+    pub(crate) operators: Keyring,
+    pub(crate) tracker: Arc<Tracker>,
+    pub(crate) read_model: Arc<ReadModel>,
     /// Taken at shutdown, so that the cluster can drain even while a connection lingers.
     submitter: RwLock<Option<Submitter>>,
     origin: CenterId,
@@ -69,14 +73,13 @@ pub enum SetupError {
 impl Api {
     /// Starts the API's threads over `cluster` (whose journal is in `data_dir/journal`);
     /// submissions enter through center `origin`.
-    pub fn start(
-        cluster: &Cluster,
-        data_dir: PathBuf,
-        participants: Vec<Participant>,
-        origin: CenterId,
-    ) -> Api {
+    ///
+    /// The API must be the cluster's only consumer of [`Cluster::events`]: it routes every final
+    /// notice and refusal to the request waiting for it.
+    pub fn start(cluster: &Cluster, data_dir: PathBuf, credentials: Credentials, origin: CenterId) -> Api {
         let state = Arc::new(AppState {
-            keyring: Keyring::new(participants),
+            keyring: Keyring::new(credentials.participants),
+            operators: Keyring::new(credentials.operators),
             tracker: Arc::new(Tracker::default()),
             read_model: Arc::new(ReadModel::default()),
             submitter: RwLock::new(Some(cluster.submitter())),
@@ -91,7 +94,12 @@ impl Api {
             // Ends when the cluster shuts down (every event sender dropped).
             while let Ok(event) = events.recv() {
                 match event {
-                    ClientEvent::Final(notices) => model.advance_to(tracker.on_final(&notices)),
+                    ClientEvent::Final(notices) => {
+                        // Target first, then wake the requests: a read after a write's answer
+                        // then waits for that write (read-your-writes).
+                        model.advance_to(notices.iter().map(|n| n.seq).max().unwrap_or(0));
+                        tracker.on_final(&notices);
+                    }
                     ClientEvent::Refused(refusals) => tracker.on_refused(&refusals),
                     ClientEvent::Divergence(reason) => eprintln!("rtgs-api: finality halted: {reason}"),
                 }
@@ -107,6 +115,10 @@ impl Api {
             .route("/v1/transfers", post(post_transfer))
             .route("/v1/transfers/{bmi}", get(get_transfer))
             .route("/v1/accounts/{id}", get(get_account))
+            .route("/v1/operator/accounts", post(operator::open_account))
+            .route("/v1/operator/accounts/{id}/fund", post(operator::fund_account))
+            .route("/v1/operator/accounts/{id}/close", post(operator::close_account))
+            .route("/v1/operator/entries/{bmi}", get(operator::get_entry))
             .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such endpoint") })
             .with_state(Arc::clone(&self.state))
     }
@@ -174,7 +186,7 @@ fn now_s() -> u64 {
 }
 
 fn authenticate<'a>(
-    state: &'a AppState,
+    keyring: &'a Keyring,
     method: &Method,
     uri: &Uri,
     headers: &HeaderMap,
@@ -187,18 +199,46 @@ fn authenticate<'a>(
         signature: header(HEADER_SIGNATURE),
     };
     let path = uri.path_and_query().map_or(uri.path(), |p| p.as_str());
-    state
-        .keyring
+    keyring
         .verify(method.as_str(), path, signed, body, now_s())
         .map_err(|e| ApiError::new(StatusCode::UNAUTHORIZED, e.code(), e.to_string()))
 }
 
-/// Reads the body (bounded) and checks the request's signature over it.
-async fn authenticated(state: &AppState, request: Request) -> Result<(&Participant, Bytes), ApiError> {
+/// Reads the body (bounded) and checks the request's signature over it with `keyring`.
+pub(crate) async fn authenticated(
+    keyring: &Keyring,
+    request: Request,
+) -> Result<(&Participant, Bytes), ApiError> {
     let (parts, body) = request.into_parts();
     let body = read_body(body).await?;
-    let participant = authenticate(state, &parts.method, &parts.uri, &parts.headers, &body)?;
+    let participant = authenticate(keyring, &parts.method, &parts.uri, &parts.headers, &body)?;
     Ok((participant, body))
+}
+
+/// An account as of everything already final (404 `unknown_account` if there is none), with the
+/// seq the read model is at.
+pub(crate) async fn visible_account(model: &ReadModel, id: AccountId) -> Result<(Account, Seq), ApiError> {
+    read_model_caught_up(model).await?;
+    let (account, seq_applied) = model
+        .account(id)
+        .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "read_model_failed", e))?;
+    let unknown = || ApiError::new(StatusCode::NOT_FOUND, "unknown_account", format!("no account {}", id.0));
+    Ok((account.ok_or_else(unknown)?, seq_applied))
+}
+
+/// Read-your-writes: waits until the read model has applied everything seen final so far (so
+/// every write answered before this request is visible), at most [`READ_MODEL_WAIT`].
+async fn read_model_caught_up(model: &ReadModel) -> Result<(), ApiError> {
+    let target = model.seq_target();
+    let started = tokio::time::Instant::now();
+    while model.seq_applied() < target {
+        if started.elapsed() > READ_MODEL_WAIT {
+            let message = format!("balances are behind seq {target}; try again");
+            return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "read_model_behind", message));
+        }
+        tokio::time::sleep(READ_MODEL_POLL).await;
+    }
+    Ok(())
 }
 
 async fn read_body(body: Body) -> Result<Bytes, ApiError> {
@@ -208,37 +248,11 @@ async fn read_body(body: Body) -> Result<Bytes, ApiError> {
     })
 }
 
-fn parse_request(body: &[u8]) -> Result<TransferRequest, ApiError> {
-    serde_json::from_slice(body).map_err(|e| {
-        use serde_json::error::Category;
-        let text = e.to_string();
-        let code = match e.classify() {
-            Category::Syntax | Category::Eof | Category::Io => "malformed_json",
-            Category::Data if text.starts_with("unknown field") => "unknown_field",
-            Category::Data if text.starts_with("missing field") => "missing_field",
-            Category::Data => "invalid_field",
-        };
-        ApiError::bad_request(code, text)
-    })
-}
-
 /// Field values → a core transfer, or the first problem found.
 fn validate(req: &TransferRequest) -> Result<(Bmi, Transfer), ApiError> {
-    let bmi =
-        Bmi::new(req.bmi.as_bytes()).map_err(|e| ApiError::bad_request("invalid_bmi", e.to_string()))?;
-    let unknown =
-        || ApiError::bad_request("unknown_currency", format!("currency {:?} is not accepted", req.currency));
-    let exponent = money::exponent(&req.currency).ok_or_else(unknown)?;
-    let currency = Currency::new(req.currency.as_bytes()).map_err(|_| unknown())?;
-    let amount_minor = money::parse_minor(&req.amount, exponent).map_err(|e| {
-        let code = match e {
-            AmountError::Malformed => "invalid_amount",
-            AmountError::TooManyDecimals(_) => "too_many_decimals",
-            AmountError::NotPositive => "amount_not_positive",
-            AmountError::TooLarge => "amount_too_large",
-        };
-        ApiError::bad_request(code, e.to_string())
-    })?;
+    let bmi = parse_bmi(&req.bmi)?;
+    let (currency, exponent) = parse_currency(&req.currency)?;
+    let amount_minor = parse_amount(&req.amount, exponent)?;
     let transfer =
         Transfer { debtor: AccountId(req.debtor), creditor: AccountId(req.creditor), amount_minor, currency };
     Ok((bmi, transfer))
@@ -246,7 +260,7 @@ fn validate(req: &TransferRequest) -> Result<(Bmi, Transfer), ApiError> {
 
 /// Submits through the tracker: `Ok(Some(seq))` once the seq is known, `Ok(None)` if it was not
 /// known within [`SEQ_WAIT`] (still accepted: ACSP).
-async fn submit(
+pub(crate) async fn submit(
     state: &AppState,
     bmi: Bmi,
     owner: &Arc<str>,
@@ -294,16 +308,15 @@ async fn submit(
 }
 
 async fn post_transfer(State(state): State<Arc<AppState>>, request: Request) -> Result<Response, ApiError> {
-    let (participant, body) = authenticated(&state, request).await?;
-    let request = parse_request(&body)?;
+    let (participant, body) = authenticated(&state.keyring, request).await?;
+    let request: TransferRequest = parse_json(&body)?;
     let (bmi, transfer) = validate(&request)?;
     if !participant.owns(transfer.debtor) {
         let message = format!("account {} is not one of this participant's accounts", transfer.debtor.0);
         return Err(ApiError::new(StatusCode::FORBIDDEN, "debtor_not_owned", message));
     }
     let seq = submit(&state, bmi, &participant.key_id, Payload::Transfer(transfer)).await?;
-    let answer = serde_json::json!({ "bmi": bmi.as_str(), "seq": seq, "status": "ACSP" });
-    Ok((StatusCode::ACCEPTED, Json(answer)).into_response())
+    Ok(accepted(bmi, seq))
 }
 
 async fn get_transfer(
@@ -311,9 +324,8 @@ async fn get_transfer(
     Path(bmi_text): Path<String>,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let (participant, _) = authenticated(&state, request).await?;
-    let bmi =
-        Bmi::new(bmi_text.as_bytes()).map_err(|e| ApiError::bad_request("invalid_bmi", e.to_string()))?;
+    let (participant, _) = authenticated(&state.keyring, request).await?;
+    let bmi = parse_bmi(&bmi_text)?;
     let unknown = || ApiError::new(StatusCode::NOT_FOUND, "unknown_transfer", format!("no transfer {bmi}"));
     let status = state.tracker.status(bmi).ok_or_else(unknown)?;
     if status.owner != participant.key_id {
@@ -323,14 +335,23 @@ async fn get_transfer(
             "this transfer was submitted by another participant",
         ));
     }
+    Ok(Json(status_json(bmi, &status)).into_response())
+}
+
+/// A tracked entry's status: ACSP until final, then ACCC or RJCT with the ISO reason.
+pub(crate) fn status_json(bmi: Bmi, status: &Status) -> serde_json::Value {
     let (code, reason) = match status.outcome {
         None => ("ACSP", None),
         Some(Outcome::Accepted) => ("ACCC", None),
         Some(Outcome::Rejected(r)) => ("RJCT", Some(r.iso_code())),
     };
-    let answer =
-        serde_json::json!({ "bmi": bmi.as_str(), "seq": status.seq, "status": code, "reason": reason });
-    Ok(Json(answer).into_response())
+    serde_json::json!({ "bmi": bmi.as_str(), "seq": status.seq, "status": code, "reason": reason })
+}
+
+/// The 202 answer of every accepted write (the same for a retry).
+pub(crate) fn accepted(bmi: Bmi, seq: Option<Seq>) -> Response {
+    let answer = serde_json::json!({ "bmi": bmi.as_str(), "seq": seq, "status": "ACSP" });
+    (StatusCode::ACCEPTED, Json(answer)).into_response()
 }
 
 async fn get_account(
@@ -338,22 +359,13 @@ async fn get_account(
     Path(id_text): Path<String>,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let (participant, _) = authenticated(&state, request).await?;
-    let id = id_text
-        .parse::<u64>()
-        .map(AccountId)
-        .map_err(|_| ApiError::bad_request("invalid_account_id", "account ids are unsigned integers"))?;
+    let (participant, _) = authenticated(&state.keyring, request).await?;
+    let id = parse_account_id(&id_text)?;
     if !participant.owns(id) {
         let message = format!("account {} is not one of this participant's accounts", id.0);
         return Err(ApiError::new(StatusCode::FORBIDDEN, "account_not_owned", message));
     }
-    let (account, seq_applied) = state
-        .read_model
-        .account(id)
-        .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "read_model_failed", e))?;
-    let account = account.ok_or_else(|| {
-        ApiError::new(StatusCode::NOT_FOUND, "unknown_account", format!("no account {}", id.0))
-    })?;
+    let (account, seq_applied) = visible_account(&state.read_model, id).await?;
     let currency = account.currency.as_str();
     let exponent = money::exponent(currency).unwrap_or(0);
     let answer = serde_json::json!({

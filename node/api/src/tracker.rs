@@ -130,12 +130,10 @@ impl Tracker {
         })
     }
 
-    /// Final notices from the engine. Returns the highest seq among them.
-    pub fn on_final(&self, notices: &[Notice]) -> Seq {
+    /// Final notices from the engine.
+    pub fn on_final(&self, notices: &[Notice]) {
         let mut inner = self.lock();
-        let mut seq_max = 0;
         for n in notices {
-            seq_max = seq_max.max(n.seq);
             if let Some(r) = inner.records.get_mut(&n.bmi) {
                 r.seq = Some(n.seq);
                 r.outcome = Some(n.outcome);
@@ -144,7 +142,6 @@ impl Tracker {
                 }
             }
         }
-        seq_max
     }
 
     /// Refusals from the engine: a retry the tracker had forgotten, or a `bmi` already journaled
@@ -206,7 +203,7 @@ mod tests {
         let Admit::Wait(mut retry) = t.admit(bmi("T1"), &a, &payment(100)) else { panic!("retry waits") };
         assert!(matches!(t.admit(bmi("T1"), &a, &payment(101)), Admit::Conflict(None)));
         assert!(matches!(t.admit(bmi("T1"), &b, &payment(100)), Admit::Conflict(None)));
-        assert_eq!(t.on_final(&[notice("T1", 7, Outcome::Rejected(RejectReason::InsufficientFunds))]), 7);
+        t.on_final(&[notice("T1", 7, Outcome::Rejected(RejectReason::InsufficientFunds))]);
         assert_eq!(first.try_recv(), Ok(Answer::Accepted(7)));
         assert_eq!(retry.try_recv(), Ok(Answer::Accepted(7)));
         assert!(matches!(t.admit(bmi("T1"), &a, &payment(100)), Admit::Known(7)));

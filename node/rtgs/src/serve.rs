@@ -41,10 +41,14 @@ pub struct ServeArgs {
 pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let text = std::fs::read_to_string(&args.config)
         .with_context(|| format!("reading {}", args.config.display()))?;
-    let (participants, accounts) =
+    let (credentials, accounts) =
         ApiConfig::from_json(&text).and_then(|c| c.build()).context("invalid config")?;
     if args.check {
-        eprintln!("config ok: {} participants, {} accounts", participants.len(), accounts.len());
+        let (participants, operators) = (credentials.participants.len(), credentials.operators.len());
+        eprintln!(
+            "config ok: {participants} participants, {operators} operators, {} accounts",
+            accounts.len()
+        );
         return Ok(ExitCode::SUCCESS);
     }
     let port = PORT_BASE.checked_add(args.port_offset).context("PORT_OFFSET too large")?;
@@ -52,7 +56,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
 
     let cluster = Cluster::start(&ClusterConfig::new(&args.data_dir)).context("starting the cluster")?;
     let fresh = cluster.recovery().journal.seq_last == 0;
-    let api = Api::start(&cluster, args.data_dir.clone(), participants, CenterId(1));
+    let api = Api::start(&cluster, args.data_dir.clone(), credentials, CenterId(1));
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let served = rt.block_on(async {
         if fresh {

@@ -1,0 +1,103 @@
+//! Operator endpoints: open, fund and close accounts; read any entry's status. Signed like
+//! participant requests but with operator credentials (a participant's key is unknown here, and
+//! an operator's key is unknown to the participant endpoints). Every write goes through the
+//! journal; whether it succeeds is the ledger's answer (RJCT RT01 account exists, RT02 balance
+//! not zero, AC01 unknown account, AC04 closed).
+
+use crate::checks::{parse_account_id, parse_amount, parse_bmi, parse_currency, parse_json};
+use crate::error::ApiError;
+use crate::server::{accepted, authenticated, status_json, submit, visible_account, AppState};
+use axum::extract::{Path, Request, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use rtgs_core::entry::{AccountId, Payload};
+use serde::Deserialize;
+use std::sync::Arc;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OpenRequest {
+    bmi: String,
+    account: u64,
+    currency: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FundRequest {
+    bmi: String,
+    /// Major units, in `currency`, which must be the account's.
+    amount: String,
+    currency: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CloseRequest {
+    bmi: String,
+}
+
+pub(crate) async fn open_account(
+    State(state): State<Arc<AppState>>,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let (operator, body) = authenticated(&state.operators, request).await?;
+    let req: OpenRequest = parse_json(&body)?;
+    let bmi = parse_bmi(&req.bmi)?;
+    let (currency, _) = parse_currency(&req.currency)?;
+    let payload = Payload::AccountOpen { account: AccountId(req.account), currency };
+    let seq = submit(&state, bmi, &operator.key_id, payload).await?;
+    Ok(accepted(bmi, seq))
+}
+
+/// Funding names its currency so that an amount is never scaled with the wrong exponent: it must
+/// match the account's as the read model sees it once caught up with everything already final.
+pub(crate) async fn fund_account(
+    State(state): State<Arc<AppState>>,
+    Path(id_text): Path<String>,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let (operator, body) = authenticated(&state.operators, request).await?;
+    let id = parse_account_id(&id_text)?;
+    let req: FundRequest = parse_json(&body)?;
+    let bmi = parse_bmi(&req.bmi)?;
+    let (currency, exponent) = parse_currency(&req.currency)?;
+    let amount_minor = parse_amount(&req.amount, exponent)?;
+    let (account, _) = visible_account(&state.read_model, id).await?;
+    if account.currency != currency {
+        let message = format!("account {} holds {}, not {}", id.0, account.currency.as_str(), req.currency);
+        return Err(ApiError::bad_request("currency_mismatch", message));
+    }
+    let seq =
+        submit(&state, bmi, &operator.key_id, Payload::AccountFund { account: id, amount_minor }).await?;
+    Ok(accepted(bmi, seq))
+}
+
+pub(crate) async fn close_account(
+    State(state): State<Arc<AppState>>,
+    Path(id_text): Path<String>,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let (operator, body) = authenticated(&state.operators, request).await?;
+    let id = parse_account_id(&id_text)?;
+    let req: CloseRequest = parse_json(&body)?;
+    let bmi = parse_bmi(&req.bmi)?;
+    let seq = submit(&state, bmi, &operator.key_id, Payload::AccountClose { account: id }).await?;
+    Ok(accepted(bmi, seq))
+}
+
+/// Any tracked entry's status (operators see every participant's).
+pub(crate) async fn get_entry(
+    State(state): State<Arc<AppState>>,
+    Path(bmi_text): Path<String>,
+    request: Request,
+) -> Result<Response, ApiError> {
+    authenticated(&state.operators, request).await?;
+    let bmi = parse_bmi(&bmi_text)?;
+    let status = state
+        .tracker
+        .status(bmi)
+        .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "unknown_transfer", format!("no entry {bmi}")))?;
+    Ok(Json(status_json(bmi, &status)).into_response())
+}

@@ -1,0 +1,174 @@
+//! The test harness: the API over a real embedded cluster in a temporary directory, reached
+//! through real HTTP on a loopback ephemeral port. `Node::stop` reads the journal back, so that a
+//! test can check what was (and was not) journaled.
+#![allow(dead_code)] // each test file uses its own part of the harness
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper_util::rt::TokioIo;
+use rtgs_api::auth::sign;
+use rtgs_api::config::ApiConfig;
+use rtgs_api::server::Api;
+use rtgs_core::entry::CenterId;
+use rtgs_embedded::cluster::{Cluster, ClusterConfig};
+use rtgs_embedded::journal::JournalReader;
+use serde_json::{json, Value};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+pub const SECRET_A: &str = "bank-a-secret-0123456789";
+pub const SECRET_B: &str = "bank-b-secret-0123456789";
+pub const SECRET_OPS: &str = "operator-secret-0123456789";
+
+fn config() -> String {
+    json!({
+        "participants": [
+            { "key_id": "bank-a", "secret": SECRET_A, "accounts": [1, 2, 9] },
+            { "key_id": "bank-b", "secret": SECRET_B, "accounts": [3, 4] }
+        ],
+        "operators": [{ "key_id": "ops", "secret": SECRET_OPS }],
+        "accounts": [
+            { "id": 1, "currency": "EUR", "fund": "1000.00" },
+            { "id": 2, "currency": "EUR" },
+            { "id": 3, "currency": "EUR", "fund": "50.00" },
+            { "id": 4, "currency": "JPY", "fund": "1000" }
+        ]
+    })
+    .to_string()
+}
+
+pub struct Node {
+    addr: SocketAddr,
+    dir: PathBuf,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    server: tokio::task::JoinHandle<()>,
+    api: std::sync::Arc<Api>,
+    cluster: Cluster,
+}
+
+pub fn fresh_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("rtgs-api-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+pub async fn start(dir: &std::path::Path, setup: bool) -> Node {
+    let cluster = Cluster::start(&ClusterConfig::new(dir)).expect("cluster starts");
+    let (credentials, accounts) = ApiConfig::from_json(&config()).and_then(|c| c.build()).expect("config");
+    let api = Api::start(&cluster, dir.to_path_buf(), credentials, CenterId(1));
+    if setup {
+        api.setup_accounts(&accounts).await.expect("accounts set up");
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let api = std::sync::Arc::new(api);
+    let serving = std::sync::Arc::clone(&api);
+    let server = tokio::spawn(async move {
+        let shutdown = async {
+            let _ = stopped.await;
+        };
+        serving.serve(listener, shutdown).await.expect("server runs");
+    });
+    Node { addr, dir: dir.to_path_buf(), stop: Some(stop), server, api, cluster }
+}
+
+impl Node {
+    /// Stops everything; returns the `bmi` of every journaled entry (ticks excluded), in order.
+    pub async fn stop(mut self) -> Vec<String> {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        self.server.await.expect("server stops");
+        let api = std::sync::Arc::into_inner(self.api).expect("the server task has ended");
+        let cluster = self.cluster;
+        let report = tokio::task::spawn_blocking(move || api.shutdown(cluster)).await.expect("shutdown");
+        assert!(report.errors.is_empty(), "{:?}", report.errors);
+        let mut reader = JournalReader::open(&self.dir.join("journal"), 1).expect("journal");
+        let (mut entries, mut bmis) = (Vec::new(), Vec::new());
+        while reader.next_batch(&mut entries).expect("journal reads") {
+            bmis.extend(entries.drain(..).filter(|e| !e.bmi.is_none()).map(|e| e.bmi.to_string()));
+        }
+        bmis
+    }
+
+    pub async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(String, String)],
+        body: &[u8],
+    ) -> (u16, Value) {
+        let stream = tokio::net::TcpStream::connect(self.addr).await.expect("connect");
+        let (mut sender, conn) =
+            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.expect("handshake");
+        tokio::spawn(conn);
+        let mut request = hyper::Request::builder().method(method).uri(path).header("host", "127.0.0.1");
+        for (k, v) in headers {
+            request = request.header(k.as_str(), v.as_str());
+        }
+        let request = request.body(Full::new(Bytes::copy_from_slice(body))).expect("request");
+        let response = sender.send_request(request).await.expect("response");
+        let status = response.status().as_u16();
+        let bytes = response.into_body().collect().await.expect("body").to_bytes();
+        (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    }
+
+    /// A request signed by `key` with `secret`, `skew_s` seconds off the current time.
+    pub async fn signed_at(
+        &self,
+        key: &str,
+        secret: &str,
+        method: &str,
+        path: &str,
+        body: &[u8],
+        skew_s: i64,
+    ) -> (u16, Value) {
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_secs() as i64;
+        let ts = (now + skew_s).to_string();
+        let signature = sign(secret.as_bytes(), method, path, &ts, body);
+        let headers = [
+            ("x-rtgs-key".to_string(), key.to_string()),
+            ("x-rtgs-timestamp".to_string(), ts),
+            ("x-rtgs-signature".to_string(), signature),
+        ];
+        self.send(method, path, &headers, body).await
+    }
+
+    pub async fn as_a(&self, method: &str, path: &str, body: &[u8]) -> (u16, Value) {
+        self.signed_at("bank-a", SECRET_A, method, path, body, 0).await
+    }
+
+    pub async fn as_b(&self, method: &str, path: &str, body: &[u8]) -> (u16, Value) {
+        self.signed_at("bank-b", SECRET_B, method, path, body, 0).await
+    }
+
+    /// An account's state, which must already include `seq` (read-your-writes).
+    pub async fn account_at(&self, id: u64, seq: u64) -> Value {
+        let (status, body) = self.as_a("GET", &format!("/v1/accounts/{id}"), b"").await;
+        assert_eq!(status, 200, "{body}");
+        assert!(body["as_of_seq"].as_u64().is_some_and(|s| s >= seq), "not yet at seq {seq}: {body}");
+        body
+    }
+}
+
+pub fn transfer(bmi: &str, debtor: u64, creditor: u64, amount: &str) -> Vec<u8> {
+    json!({ "bmi": bmi, "debtor": debtor, "creditor": creditor, "amount": amount, "currency": "EUR" })
+        .to_string()
+        .into_bytes()
+}
+
+pub const SETUP_BMIS: [&str; 7] = [
+    "SETUP-OPEN-1",
+    "SETUP-FUND-1",
+    "SETUP-OPEN-2",
+    "SETUP-OPEN-3",
+    "SETUP-FUND-3",
+    "SETUP-OPEN-4",
+    "SETUP-FUND-4",
+];
+
+pub fn journaled(bmis: &[String]) -> Vec<&str> {
+    bmis.iter().map(String::as_str).filter(|b| !SETUP_BMIS.contains(b)).collect()
+}
