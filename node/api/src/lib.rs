@@ -13,6 +13,7 @@
 //! * [`read_model`] — a ledger replayed from the journal files for balance queries.
 //! * [`config`] — participants and setup accounts (JSON, validated).
 //! * [`error`] — error answers: status + machine-readable `code`.
+//! * [`metrics`] — Prometheus metrics (`/metrics`, loopback only), one recorder per API.
 //! * [`limits`] — every bound of the API.
 
 pub mod auth;
@@ -20,6 +21,7 @@ pub mod checks;
 pub mod config;
 pub mod error;
 pub mod limits;
+pub mod metrics;
 pub mod money;
 pub mod operator;
 pub mod read_model;

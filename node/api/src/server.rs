@@ -10,20 +10,24 @@ use crate::checks::{parse_account_id, parse_amount, parse_bmi, parse_currency, p
 use crate::config::{AccountSetup, Credentials};
 use crate::error::ApiError;
 use crate::limits::{BODY_BYTES_MAX, READ_MODEL_POLL, READ_MODEL_WAIT, SEQ_WAIT};
+use crate::metrics::Metrics;
 use crate::money;
 use crate::operator;
 use crate::read_model::ReadModel;
 use crate::tracker::{Admit, Answer, Status, Tracker};
 use axum::body::{to_bytes, Body, Bytes};
-use axum::extract::{Path, Request, State};
+use axum::extract::{ConnectInfo, MatchedPath, Path, Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use rtgs_core::entry::{AccountId, Bmi, CenterId, Command, Outcome, Payload, Seq, Transfer};
 use rtgs_core::ledger::Account;
+use rtgs_core::sequencer::Admission;
 use rtgs_embedded::cluster::{ClientEvent, Cluster, Submitter};
 use serde::Deserialize;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
@@ -47,6 +51,7 @@ pub(crate) struct AppState {
     pub(crate) operators: Keyring,
     pub(crate) tracker: Arc<Tracker>,
     pub(crate) read_model: Arc<ReadModel>,
+    metrics: Arc<Metrics>,
     /// Taken at shutdown, so that the cluster can drain even while a connection lingers.
     submitter: RwLock<Option<Submitter>>,
     origin: CenterId,
@@ -82,6 +87,7 @@ impl Api {
             operators: Keyring::new(credentials.operators),
             tracker: Arc::new(Tracker::default()),
             read_model: Arc::new(ReadModel::default()),
+            metrics: Arc::new(Metrics::default()),
             submitter: RwLock::new(Some(cluster.submitter())),
             origin,
         });
@@ -90,6 +96,7 @@ impl Api {
         let stop = Arc::new(AtomicBool::new(false));
         let events = cluster.events().clone();
         let (tracker, model) = (Arc::clone(&state.tracker), Arc::clone(&state.read_model));
+        let metrics = Arc::clone(&state.metrics);
         let dispatcher = std::thread::spawn(move || {
             // Ends when the cluster shuts down (every event sender dropped).
             while let Ok(event) = events.recv() {
@@ -99,9 +106,19 @@ impl Api {
                         // then waits for that write (read-your-writes).
                         model.advance_to(notices.iter().map(|n| n.seq).max().unwrap_or(0));
                         tracker.on_final(&notices);
+                        let accepted = notices.iter().filter(|n| n.outcome == Outcome::Accepted).count();
+                        metrics.finals(accepted as u64, (notices.len() - accepted) as u64);
                     }
-                    ClientEvent::Refused(refusals) => tracker.on_refused(&refusals),
-                    ClientEvent::Divergence(reason) => eprintln!("rtgs-api: finality halted: {reason}"),
+                    ClientEvent::Refused(refusals) => {
+                        tracker.on_refused(&refusals);
+                        let conflicts =
+                            refusals.iter().filter(|r| matches!(r.admission, Admission::Conflict(_))).count();
+                        metrics.refusals((refusals.len() - conflicts) as u64, conflicts as u64);
+                    }
+                    ClientEvent::Divergence(reason) => {
+                        metrics.divergence();
+                        eprintln!("rtgs-api: finality halted: {reason}");
+                    }
                 }
             }
         });
@@ -119,7 +136,9 @@ impl Api {
             .route("/v1/operator/accounts/{id}/fund", post(operator::fund_account))
             .route("/v1/operator/accounts/{id}/close", post(operator::close_account))
             .route("/v1/operator/entries/{bmi}", get(operator::get_entry))
+            .route("/metrics", get(get_metrics))
             .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such endpoint") })
+            .layer(middleware::from_fn_with_state(Arc::clone(&self.state), track))
             .with_state(Arc::clone(&self.state))
     }
 
@@ -129,7 +148,8 @@ impl Api {
         listener: tokio::net::TcpListener,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
-        axum::serve(listener, self.router()).with_graceful_shutdown(shutdown).await
+        let app = self.router().into_make_service_with_connect_info::<SocketAddr>();
+        axum::serve(listener, app).with_graceful_shutdown(shutdown).await
     }
 
     /// Opens and funds accounts (operator setup, not signed) and waits until each is final.
@@ -213,6 +233,29 @@ pub(crate) async fn authenticated(
     let body = read_body(body).await?;
     let participant = authenticate(keyring, &parts.method, &parts.uri, &parts.headers, &body)?;
     Ok((participant, body))
+}
+
+/// Counts every request by route and status, and times it.
+async fn track(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+    let started = std::time::Instant::now();
+    let endpoint = request.extensions().get::<MatchedPath>().map_or("unmatched", |p| p.as_str()).to_string();
+    let response = next.run(request).await;
+    state.metrics.request(&endpoint, response.status().as_u16(), started.elapsed());
+    response
+}
+
+/// Prometheus text format; loopback callers only (an internal endpoint: no signature).
+async fn get_metrics(State(state): State<Arc<AppState>>, request: Request) -> Result<Response, ApiError> {
+    let peer = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0);
+    if !peer.is_some_and(|p| p.ip().is_loopback()) {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "not_loopback",
+            "metrics answer loopback callers only",
+        ));
+    }
+    let text = state.metrics.render(state.read_model.seq_applied(), state.tracker.len());
+    Ok(([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response())
 }
 
 /// An account as of everything already final (404 `unknown_account` if there is none), with the

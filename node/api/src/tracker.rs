@@ -121,6 +121,14 @@ impl Tracker {
         }
     }
 
+    pub fn len(&self) -> usize {
+        self.lock().records.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     pub fn status(&self, bmi: Bmi) -> Option<Status> {
         let inner = self.lock();
         inner.records.get(&bmi).map(|r| Status {

@@ -239,3 +239,32 @@ async fn a_participant_reads_only_its_own_data() {
     let bmis = node.stop().await;
     assert_eq!(journaled(&bmis), ["D-1"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_requests_by_route_and_status_and_finality_by_status() {
+    let node = start(&fresh_dir("metrics"), true).await;
+    assert_eq!(node.as_a("POST", "/v1/transfers", &transfer("M-1", 1, 2, "1.00")).await.0, 202);
+    assert_eq!(node.as_a("POST", "/v1/transfers", &transfer("M-2", 1, 77, "1.00")).await.0, 202);
+    assert_eq!(node.as_a("POST", "/v1/transfers", &transfer("M-3", 1, 2, "0")).await.0, 400);
+    assert_eq!(node.as_a("POST", "/v1/transfers", &transfer("M-1", 1, 2, "1.00")).await.0, 202);
+
+    // Unsigned: an internal endpoint, answered to loopback callers only.
+    let (status, text) = node.send_raw("GET", "/metrics", &[], b"").await;
+    assert_eq!(status, 200, "{text}");
+    let value = |name: &str, labels: &[&str]| -> Option<f64> {
+        let line = text.lines().find(|l| l.starts_with(name) && labels.iter().all(|x| l.contains(x)))?;
+        line.rsplit(' ').next()?.parse().ok()
+    };
+    let transfers = "endpoint=\"/v1/transfers\"";
+    assert_eq!(value("rtgs_ingress_requests_total{", &[transfers, "status=\"202\""]), Some(3.0), "{text}");
+    assert_eq!(value("rtgs_ingress_requests_total{", &[transfers, "status=\"400\""]), Some(1.0), "{text}");
+    assert_eq!(value("rtgs_ingress_latency_seconds_count{", &[transfers]), Some(4.0), "{text}");
+    assert!(value("rtgs_ingress_latency_seconds_bucket{", &[transfers, "le=\"0.02\""]).is_some(), "{text}");
+    // 7 setup entries and M-1 settled, M-2 rejected (AC01); the retry of M-1 was never submitted.
+    assert_eq!(value("rtgs_finality_total{", &["status=\"ACCC\""]), Some(8.0), "{text}");
+    assert_eq!(value("rtgs_finality_total{", &["status=\"RJCT\""]), Some(1.0), "{text}");
+    assert_eq!(value("rtgs_tracked_entries", &[]), Some(9.0), "{text}");
+
+    let bmis = node.stop().await;
+    assert_eq!(journaled(&bmis), ["M-1", "M-2"]);
+}

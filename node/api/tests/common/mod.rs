@@ -100,6 +100,18 @@ impl Node {
         headers: &[(String, String)],
         body: &[u8],
     ) -> (u16, Value) {
+        let (status, text) = self.send_raw(method, path, headers, body).await;
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    /// The status and the body as text.
+    pub async fn send_raw(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(String, String)],
+        body: &[u8],
+    ) -> (u16, String) {
         let stream = tokio::net::TcpStream::connect(self.addr).await.expect("connect");
         let (mut sender, conn) =
             hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.expect("handshake");
@@ -112,7 +124,7 @@ impl Node {
         let response = sender.send_request(request).await.expect("response");
         let status = response.status().as_u16();
         let bytes = response.into_body().collect().await.expect("body").to_bytes();
-        (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+        (status, String::from_utf8_lossy(&bytes).into_owned())
     }
 
     /// A request signed by `key` with `secret`, `skew_s` seconds off the current time.
