@@ -268,3 +268,27 @@ async fn metrics_count_requests_by_route_and_status_and_finality_by_status() {
     let bmis = node.stop().await;
     assert_eq!(journaled(&bmis), ["M-1", "M-2"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_copies_of_one_request_are_journaled_once_and_answered_alike() {
+    let node = std::sync::Arc::new(start(&fresh_dir("concurrent"), true).await);
+    let mut tasks = Vec::new();
+    for _ in 0..16 {
+        let node = std::sync::Arc::clone(&node);
+        tasks.push(tokio::spawn(async move {
+            node.as_a("POST", "/v1/transfers", &transfer("C-1", 1, 2, "3.00")).await
+        }));
+    }
+    let mut answers = Vec::new();
+    for t in tasks {
+        answers.push(t.await.expect("task"));
+    }
+    assert_eq!(answers[0].0, 202, "{}", answers[0].1);
+    assert!(answers[0].1["seq"].as_u64().is_some(), "{}", answers[0].1);
+    assert!(answers.iter().all(|a| *a == answers[0]), "{answers:?}");
+    let balance = node.account_at(2, answers[0].1["seq"].as_u64().unwrap_or(u64::MAX)).await;
+    assert_eq!(balance["balance"], "3.00");
+    let node = std::sync::Arc::into_inner(node).expect("every task ended");
+    let bmis = node.stop().await;
+    assert_eq!(journaled(&bmis), ["C-1"]);
+}
