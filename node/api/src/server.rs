@@ -137,6 +137,7 @@ impl Api {
             .route("/v1/operator/accounts/{id}/close", post(operator::close_account))
             .route("/v1/operator/entries/{bmi}", get(operator::get_entry))
             .route("/metrics", get(get_metrics))
+            .route("/v1/openapi.json", get(get_openapi))
             .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such endpoint") })
             .layer(middleware::from_fn_with_state(Arc::clone(&self.state), track))
             .with_state(Arc::clone(&self.state))
@@ -242,6 +243,13 @@ async fn track(State(state): State<Arc<AppState>>, request: Request, next: Next)
     let response = next.run(request).await;
     state.metrics.request(&endpoint, response.status().as_u16(), started.elapsed());
     response
+}
+
+/// The OpenAPI document of these endpoints (`node/api/openapi.json`), unsigned.
+pub const OPENAPI_JSON: &str = include_str!("../openapi.json");
+
+async fn get_openapi() -> Response {
+    ([(axum::http::header::CONTENT_TYPE, "application/json")], OPENAPI_JSON).into_response()
 }
 
 /// Prometheus text format; loopback callers only (an internal endpoint: no signature).

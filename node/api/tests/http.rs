@@ -292,3 +292,26 @@ async fn concurrent_copies_of_one_request_are_journaled_once_and_answered_alike(
     let bmis = node.stop().await;
     assert_eq!(journaled(&bmis), ["C-1"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_served_openapi_document_is_the_repos_and_every_path_in_it_is_routed() {
+    let node = start(&fresh_dir("openapi"), false).await;
+    let (status, served) = node.send_raw("GET", "/v1/openapi.json", &[], b"").await;
+    assert_eq!(status, 200);
+    let in_repo =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/openapi.json")).expect("file");
+    assert_eq!(served, in_repo);
+    let doc: serde_json::Value = serde_json::from_str(&served).expect("JSON");
+    let paths = doc["paths"].as_object().expect("paths");
+    assert!(paths.len() >= 9, "{paths:?}");
+    for (path, methods) in paths {
+        let concrete = path.replace("{bmi}", "X-1").replace("{id}", "1");
+        for method in methods.as_object().expect("methods").keys() {
+            let signed = doc["paths"][path][method]["security"] != json!([]);
+            let (status, body) = node.send(&method.to_uppercase(), &concrete, &[], b"{}").await;
+            let want = if signed { 401 } else { 200 };
+            assert_eq!(status, want, "{method} {path}: {body}");
+        }
+    }
+    node.stop().await;
+}

@@ -47,6 +47,16 @@ pub struct Node {
     cluster: Cluster,
 }
 
+/// The error codes `openapi.json` declares: every error answer of every test must be one of them.
+fn documented_codes() -> &'static Vec<String> {
+    static CODES: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    CODES.get_or_init(|| {
+        let doc: Value = serde_json::from_str(rtgs_api::server::OPENAPI_JSON).expect("openapi.json is JSON");
+        let codes = doc["components"]["schemas"]["Error"]["properties"]["code"]["enum"].as_array().cloned();
+        codes.unwrap_or_default().iter().filter_map(|c| c.as_str().map(String::from)).collect()
+    })
+}
+
 pub fn fresh_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("rtgs-api-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -101,7 +111,11 @@ impl Node {
         body: &[u8],
     ) -> (u16, Value) {
         let (status, text) = self.send_raw(method, path, headers, body).await;
-        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+        let answer = serde_json::from_str(&text).unwrap_or(Value::Null);
+        if let Some(code) = answer["code"].as_str() {
+            assert!(documented_codes().contains(&code.to_string()), "{code} is not in openapi.json");
+        }
+        (status, answer)
     }
 
     /// The status and the body as text.
