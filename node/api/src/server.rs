@@ -309,6 +309,10 @@ fn validate(req: &TransferRequest) -> Result<(Bmi, Transfer), ApiError> {
     Ok((bmi, transfer))
 }
 
+fn unavailable() -> ApiError {
+    ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "the engine is stopped")
+}
+
 /// Submits through the tracker: `Ok(Some(seq))` once the seq is known, `Ok(None)` if it was not
 /// known within [`SEQ_WAIT`] (still accepted: ACSP).
 pub(crate) async fn submit(
@@ -341,11 +345,7 @@ pub(crate) async fn submit(
             };
             if !sent {
                 state.tracker.forget(bmi);
-                return Err(ApiError::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "unavailable",
-                    "the engine is stopped",
-                ));
+                return Err(unavailable());
             }
             rx
         }
@@ -353,6 +353,7 @@ pub(crate) async fn submit(
     match tokio::time::timeout(SEQ_WAIT, rx).await {
         Ok(Ok(Answer::Accepted(seq))) => Ok(Some(seq)),
         Ok(Ok(Answer::Conflict(seq))) => Err(conflict(Some(seq))),
+        Ok(Ok(Answer::Unavailable)) => Err(unavailable()),
         // Timed out, or the record was evicted while waiting: accepted, seq not known yet.
         Ok(Err(_)) | Err(_) => Ok(None),
     }

@@ -22,6 +22,8 @@ pub enum Answer {
     Accepted(Seq),
     /// The `bmi` was journaled at this seq with different content: nothing journaled.
     Conflict(Seq),
+    /// The engine did not take the submission (it is stopped): nothing journaled.
+    Unavailable,
 }
 
 /// The tracker's verdict on a submission, before anything is sent to the engine.
@@ -112,11 +114,16 @@ impl Tracker {
         Admit::Submit(rx)
     }
 
-    /// Forgets a submission the engine never received (it was closed).
+    /// Forgets a submission the engine never received (it was closed); retries waiting for it
+    /// are told so.
     pub fn forget(&self, bmi: Bmi) {
         let mut inner = self.lock();
         if inner.records.get(&bmi).is_some_and(|r| r.seq.is_none()) {
-            inner.records.remove(&bmi);
+            if let Some(r) = inner.records.remove(&bmi) {
+                for w in r.waiters {
+                    let _ = w.send(Answer::Unavailable);
+                }
+            }
             inner.order.retain(|b| *b != bmi);
         }
     }
@@ -244,7 +251,9 @@ mod tests {
         }
         assert_eq!(t.status(bmi("E1")), None);
         assert!(t.status(bmi("E2")).is_some() && t.status(bmi("E3")).is_some());
+        let Admit::Wait(mut retry) = t.admit(bmi("E3"), &a, &payment(1)) else { panic!("retry waits") };
         t.forget(bmi("E3"));
         assert_eq!(t.status(bmi("E3")), None);
+        assert_eq!(retry.try_recv(), Ok(Answer::Unavailable));
     }
 }
