@@ -14,8 +14,10 @@ pub enum Schema {
     Center,
 }
 
-const SEQUENCER: &[(&str, &str)] =
-    &[("0001_init", include_str!("../../../migrations/sequencer/0001_init.sql"))];
+const SEQUENCER: &[(&str, &str)] = &[
+    ("0001_init", include_str!("../../../migrations/sequencer/0001_init.sql")),
+    ("0002_outbox_uncompressed", include_str!("../../../migrations/sequencer/0002_outbox_uncompressed.sql")),
+];
 const CENTER: &[(&str, &str)] = &[
     ("0001_init", include_str!("../../../migrations/center/0001_init.sql")),
     ("0002_account_fillfactor", include_str!("../../../migrations/center/0002_account_fillfactor.sql")),

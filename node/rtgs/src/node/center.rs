@@ -2,7 +2,8 @@
 //!
 //! The reader task consumes the journal from the offset after its watermark, drops seqs already
 //! applied (republished batches), reorders through the core's gap buffer and applies the
-//! contiguous run to the ledger. A gap that outlives `GAP_TIMEOUT_US` (core limits) is pulled back from the
+//! contiguous run to the ledger. A lost tail (nothing after it to reveal the hole) is found
+//! through the acks of the other centers. A gap that outlives `GAP_TIMEOUT_US` (core limits) is pulled back from the
 //! sequencer's outbox (never skipped) and counted. Applied runs go, cut at message boundaries,
 //! over a bounded queue to the committer task, which writes each in one transaction (with the
 //! finality progress the finality task reached) and only then publishes the acks.
@@ -39,6 +40,9 @@ const COMMIT_QUEUE_BATCHES: usize = 32;
 const MERGED_COMMIT_ENTRIES_MAX: usize = 131_072;
 /// Cut a commit batch at this many entries (whole journal messages).
 const COMMIT_BATCH_ENTRIES: usize = SEQUENCER_BATCH_ENTRIES_MAX;
+/// A journal quiet for this long while another center acked seqs not applied here means a lost
+/// tail: those seqs are pulled from the outbox.
+const TAIL_TIMEOUT: Duration = Duration::from_micros(rtgs_core::limits::GAP_TIMEOUT_US);
 /// Commit finality progress alone when no entry arrives for this long.
 const IDLE_COMMIT: Duration = Duration::from_millis(50);
 
@@ -196,6 +200,7 @@ impl Reader {
         // Highest seq inserted: while above the ledger's, entries wait behind a gap and the
         // journal offset stays at the last message that is applied whole.
         let mut seq_seen_max = self.ledger.seq_applied();
+        let mut last_message = std::time::Instant::now();
         loop {
             let first = tokio::time::timeout(Duration::from_millis(20), consumer.recv()).await;
             let mut batch_messages = Vec::new();
@@ -248,6 +253,21 @@ impl Reader {
             if let Some(gap) = gaps.poll_gap(now_us()) {
                 self.pull_gap(&producer, &mut gaps, gap.seq_missing_first, gap.seq_seen_max).await?;
                 self.apply_ready(&mut gaps, &mut job);
+            }
+            // A lost tail leaves no hole to see: nothing follows it. But the other centers' acks
+            // tell how far the journal goes: pull what another center applied and this one
+            // misses once the journal has been quiet for the gap timeout.
+            if !batch_messages.is_empty() {
+                last_message = std::time::Instant::now();
+            } else if last_message.elapsed() >= TAIL_TIMEOUT {
+                let known = node.stats.seq_acked_elsewhere.load(Ordering::Relaxed);
+                if known >= gaps.seq_next() {
+                    let from = gaps.seq_next();
+                    self.pull_gap(&producer, &mut gaps, from, known).await?;
+                    self.apply_ready(&mut gaps, &mut job);
+                    seq_seen_max = seq_seen_max.max(known);
+                }
+                last_message = std::time::Instant::now();
             }
             job.journal_offset = self.journal_offset;
             // Cut when the journal is idle or a quarter batch is ready; the committer merges

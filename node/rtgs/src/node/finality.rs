@@ -265,6 +265,10 @@ pub async fn run(
                     };
                     let max = acks.last().map_or(0, |a| a.seq);
                     s.offsets.push_back((offset, max));
+                    if center != node.center {
+                        // How far the journal goes, as far as the others know (lost-tail check).
+                        node.stats.seq_acked_elsewhere.fetch_max(max, Ordering::Relaxed);
+                    }
                     s.feed(&node, center, acks.drain(..));
                 }
             },

@@ -129,6 +129,8 @@ pub struct Stats {
     pub seq_applied: AtomicU64,
     pub seq_committed: AtomicU64,
     pub seq_unfinal_first: AtomicU64,
+    /// Highest seq another center acked.
+    pub seq_acked_elsewhere: AtomicU64,
     pub finalized: AtomicU64,
     pub divergences: AtomicU64,
     pub halted: AtomicBool,
