@@ -30,7 +30,7 @@ async fn a_transfer_settles_and_moves_the_balances() {
     let creditor = node.account_at(2, seq).await;
     assert_eq!(creditor["balance"], "12.34");
 
-    let bmis = node.stop().await;
+    let bmis = node.finish().await;
     assert_eq!(journaled(&bmis), ["T-1"]);
     assert!(SETUP_BMIS.iter().all(|s| bmis.iter().filter(|b| b == s).count() == 1), "{bmis:?}");
 }
@@ -53,7 +53,7 @@ async fn a_rejected_transfer_reports_its_iso_reason() {
         assert_eq!(status, 200, "{body}");
         assert_eq!((body["status"].as_str(), body["reason"].as_str()), (Some("RJCT"), Some(reason)), "{bmi}");
     }
-    let bmis = node.stop().await;
+    let bmis = node.finish().await;
     assert_eq!(journaled(&bmis), ["R-FUNDS", "R-UNKNOWN", "R-SAME"]);
 }
 
@@ -76,7 +76,7 @@ async fn a_retry_gets_the_original_answer_and_a_changed_request_gets_422() {
 
     let settled = node.account_at(2, first.1["seq"].as_u64().unwrap_or(0)).await;
     assert_eq!(settled["balance"], "5.00");
-    let bmis = node.stop().await;
+    let bmis = node.finish().await;
     assert_eq!(journaled(&bmis), ["I-1"]);
 }
 
@@ -96,7 +96,7 @@ async fn after_a_restart_the_engine_still_answers_retries_and_conflicts() {
     assert_eq!((status, body["code"].as_str()), (422, Some("bmi_conflict")), "{body}");
     let balance = node.account_at(2, first.1["seq"].as_u64().unwrap_or(0)).await;
     assert_eq!(balance["balance"], "7.00");
-    let bmis = node.stop().await;
+    let bmis = node.finish().await;
     assert_eq!(journaled(&bmis), ["X-1"]);
 }
 
@@ -161,7 +161,7 @@ async fn bad_input_gets_a_4xx_with_a_code_and_nothing_is_journaled() {
         assert_eq!((status, answer["code"].as_str()), (want_status, Some(want_code)), "{name}: {answer}");
         assert!(answer["message"].as_str().is_some_and(|m| !m.is_empty()), "{name}");
     }
-    let bmis = node.stop().await;
+    let bmis = node.finish().await;
     assert_eq!(journaled(&bmis), Vec::<&str>::new());
 }
 
@@ -172,7 +172,7 @@ async fn an_oversized_body_is_refused_before_it_is_read_whole() {
     let body = json!({ "bmi": "O-1", "debtor": 1, "creditor": 2, "amount": "1.00", "currency": "EUR", "pad": padding });
     let (status, answer) = node.as_a("POST", "/v1/transfers", body.to_string().as_bytes()).await;
     assert_eq!((status, answer["code"].as_str()), (413, Some("body_too_large")), "{answer}");
-    let bmis = node.stop().await;
+    let bmis = node.finish().await;
     assert_eq!(journaled(&bmis), Vec::<&str>::new());
 }
 
@@ -209,7 +209,7 @@ async fn unsigned_stale_or_forged_requests_get_401_and_nothing_is_journaled() {
     }
     let (status, answer) = node.signed_at("bank-a", SECRET_A, "GET", "/v1/accounts/1", b"", -400).await;
     assert_eq!((status, answer["code"].as_str()), (401, Some("stale_timestamp")), "{answer}");
-    let bmis = node.stop().await;
+    let bmis = node.finish().await;
     assert_eq!(journaled(&bmis), Vec::<&str>::new());
 }
 
@@ -236,7 +236,7 @@ async fn a_participant_reads_only_its_own_data() {
     }
     let (status, own) = node.as_b("GET", "/v1/transfers/D-1", b"").await;
     assert_eq!((status, own["status"].as_str()), (200, Some("ACCC")), "{own}");
-    let bmis = node.stop().await;
+    let bmis = node.finish().await;
     assert_eq!(journaled(&bmis), ["D-1"]);
 }
 
@@ -265,7 +265,7 @@ async fn metrics_count_requests_by_route_and_status_and_finality_by_status() {
     assert_eq!(value("rtgs_finality_total{", &["status=\"RJCT\""]), Some(1.0), "{text}");
     assert_eq!(value("rtgs_tracked_entries", &[]), Some(9.0), "{text}");
 
-    let bmis = node.stop().await;
+    let bmis = node.finish().await;
     assert_eq!(journaled(&bmis), ["M-1", "M-2"]);
 }
 
@@ -289,7 +289,7 @@ async fn concurrent_copies_of_one_request_are_journaled_once_and_answered_alike(
     let balance = node.account_at(2, answers[0].1["seq"].as_u64().unwrap_or(u64::MAX)).await;
     assert_eq!(balance["balance"], "3.00");
     let node = std::sync::Arc::into_inner(node).expect("every task ended");
-    let bmis = node.stop().await;
+    let bmis = node.finish().await;
     assert_eq!(journaled(&bmis), ["C-1"]);
 }
 
@@ -313,5 +313,5 @@ async fn the_served_openapi_document_is_the_repos_and_every_path_in_it_is_routed
             assert_eq!(status, want, "{method} {path}: {body}");
         }
     }
-    node.stop().await;
+    node.finish().await;
 }

@@ -59,7 +59,7 @@ async fn an_operator_opens_funds_and_closes_accounts_through_the_journal() {
     assert_eq!(node.as_a("POST", "/v1/transfers", &transfer("OP-T-2", 9, 2, "1.00")).await.0, 202);
     assert_eq!(entry(&node, "OP-T-2").await, some("RJCT", Some("AC04")));
 
-    let bmis = node.stop().await;
+    let bmis = node.finish().await;
     let want = ["OP-OPEN-9", "OP-FUND-9", "OP-T-1", "OP-CLOSE-9", "OP-OPEN-1", "OP-CLOSE-1", "OP-T-2"];
     assert_eq!(journaled(&bmis), want);
 }
@@ -144,6 +144,6 @@ async fn operator_requests_are_checked_like_any_other_and_keys_do_not_cross() {
     .await;
     assert_eq!((status, answer["code"].as_str()), (422, Some("bmi_conflict")), "{answer}");
 
-    let bmis = node.stop().await;
+    let bmis = node.finish().await;
     assert_eq!(journaled(&bmis), ["OC-10"]);
 }

@@ -85,7 +85,15 @@ pub async fn start(dir: &std::path::Path, setup: bool) -> Node {
 }
 
 impl Node {
-    /// Stops everything; returns the `bmi` of every journaled entry (ticks excluded), in order.
+    /// [`Node::stop`], then removes the data directory.
+    pub async fn finish(self) -> Vec<String> {
+        let dir = self.dir.clone();
+        let bmis = self.stop().await;
+        let _ = std::fs::remove_dir_all(dir);
+        bmis
+    }
+
+    /// Stops everything (the data directory stays, for a restart); returns the `bmi` of every journaled entry (ticks excluded), in order.
     pub async fn stop(mut self) -> Vec<String> {
         if let Some(s) = self.stop.take() {
             let _ = s.send(());
