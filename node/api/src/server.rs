@@ -67,8 +67,6 @@ pub struct Api {
 
 #[derive(Debug, thiserror::Error)]
 pub enum SetupError {
-    #[error("the cluster is not accepting submissions")]
-    Closed,
     #[error("{bmi}: {reason}")]
     Refused { bmi: String, reason: String },
     #[error("{0}: no final status within the wait")]
