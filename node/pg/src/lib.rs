@@ -8,13 +8,13 @@
 //! * [`sequencer_store`] — the sequencer's durable-before-publish outbox with the fenced
 //!   conditional update of the one sequencer row; leader takeover (epoch bump, unpublished rows).
 //! * [`center_store`] — one center's per-batch transaction (applied entries by binary COPY,
-//!   changed balances by UNNEST, finality ranges, tallies, watermark) and its restore.
+//!   changed balances by UNNEST, finality ranges, optional tallies, watermark) and its restore.
 //! * [`plugin_store`] — the plugin host's state per plugin (`plugin_state`, migration 0004), saved inside the
 //!   caller's batch transaction or standalone, and loaded (hash-checked) into a host.
 //! * [`dev`] — start the local PostgreSQL through `scripts/infra-up.sh`, fresh test databases.
 //! * [`reconcile`] — compares the center databases (watermarks, state hashes, balances, totals).
 //!
-//! Not built yet (issue 3): the Kafka side and the node processes that drive these.
+//! The node processes that drive these are `rtgs node` (`node/rtgs/src/node/`).
 
 pub mod center_store;
 pub mod dev;
