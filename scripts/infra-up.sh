@@ -4,7 +4,10 @@
 # (crates.io) on 127.0.0.1:9092. Idempotent: what is installed is not installed again, what runs
 # is not started again. Fails with a message that says why when something cannot be started.
 #
-#   scripts/infra-up.sh [all|postgres|broker]     (default: all)
+#   scripts/infra-up.sh [all|postgres|broker|prometheus]     (default: all)
+#
+# `prometheus` only installs Debian's prometheus and promtool (no daemon is started: the tests run
+# their own with their own config).
 #
 #   RTGS_INFRA_DIR        broker working directory, pid and log   (default /var/tmp/rtgs-infra)
 #   RTGS_BROKER_STORAGE   tansu storage engine URL                (default memory://tansu/;
@@ -18,7 +21,7 @@ PG_PASSWORD=${RTGS_PG_PASSWORD:-postgres}
 TANSU_VERSION=0.6.0
 PG_VERSION=15
 WHAT=${1:-all}
-case "$WHAT" in all|postgres|broker) ;; *) echo "usage: $0 [all|postgres|broker]" >&2; exit 2 ;; esac
+case "$WHAT" in all|postgres|broker|prometheus) ;; *) echo "usage: $0 [all|postgres|broker|prometheus]" >&2; exit 2 ;; esac
 
 log() { echo "infra-up: $*" >&2; }
 die() { echo "infra-up: error: $*" >&2; exit 1; }
@@ -104,8 +107,23 @@ fi
 log "broker on 127.0.0.1:9092"
 }
 
+# --- Prometheus (installed only) -------------------------------------------------------------
+prometheus_up() {
+if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then
+  [ "$(id -u)" = 0 ] || die "prometheus is not installed and installing it needs root"
+  log "installing prometheus and promtool from Debian (about 20 s)"
+  apt-get update -qq || die "apt-get update failed"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null \
+    || die "apt-get install prometheus failed"
+  # The package may start its own daemon on :9090; the tests run theirs.
+  systemctl stop prometheus >/dev/null 2>&1 || true
+fi
+log "prometheus $(prometheus --version 2>&1 | awk 'NR == 1 {print $3}') and promtool installed"
+}
+
 case "$WHAT" in
-  all) postgres_up; broker_up ;;
+  all) postgres_up; broker_up; prometheus_up ;;
   postgres) postgres_up ;;
   broker) broker_up ;;
+  prometheus) prometheus_up ;;
 esac

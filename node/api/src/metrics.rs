@@ -35,7 +35,13 @@ impl Default for Metrics {
         };
         let recorder = builder.build_recorder();
         let handle = recorder.handle();
-        Metrics { recorder, handle }
+        let metrics = Metrics { recorder, handle };
+        // Every counter exists from the start at 0: `increase()`/`rate()` and the alert rules
+        // then see the first event as an increase, and dashboards show 0 instead of nothing.
+        metrics.finals(0, 0);
+        metrics.refusals(0, 0);
+        metrics.recorder.register_counter(&key("rtgs_divergence_total", &[]), &METADATA).increment(0);
+        metrics
     }
 }
 
