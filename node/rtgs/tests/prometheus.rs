@@ -33,19 +33,21 @@ fn promtool(args: &[&str]) {
 }
 
 fn serve(dir: &Path) -> (Killed, SocketAddr) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rtgs"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--config", EXAMPLE, "--data-dir"])
-        .arg(dir)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
-    let stderr = child.stderr.take().unwrap_or_else(|| panic!("no stderr"));
+    let mut child = Killed(
+        Command::new(env!("CARGO_BIN_EXE_rtgs"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--config", EXAMPLE, "--data-dir"])
+            .arg(dir)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{e}")),
+    );
+    let stderr = child.0.stderr.take().unwrap_or_else(|| panic!("no stderr"));
     let mut reader = BufReader::new(stderr).lines();
     for line in reader.by_ref() {
         let line = line.unwrap_or_default();
         if let Some(addr) = line.strip_prefix("rtgs serve: listening on http://") {
             std::thread::spawn(move || reader.for_each(drop));
-            return (Killed(child), addr.parse().unwrap_or_else(|e| panic!("{addr}: {e}")));
+            return (child, addr.parse().unwrap_or_else(|e| panic!("{addr}: {e}")));
         }
     }
     panic!("rtgs serve did not start");
