@@ -4,7 +4,7 @@
 # (crates.io) on 127.0.0.1:9092. Idempotent: what is installed is not installed again, what runs
 # is not started again. Fails with a message that says why when something cannot be started.
 #
-#   scripts/infra-up.sh [all|postgres|broker|prometheus|k6]     (default: all)
+#   scripts/infra-up.sh [all|postgres|broker|prometheus|k6|schemathesis]     (default: all)
 #
 # `prometheus` only installs Debian's prometheus and promtool (no daemon is started: the tests run
 # their own with their own config).
@@ -21,7 +21,7 @@ PG_PASSWORD=${RTGS_PG_PASSWORD:-postgres}
 TANSU_VERSION=0.6.0
 PG_VERSION=15
 WHAT=${1:-all}
-case "$WHAT" in all|postgres|broker|prometheus|k6) ;; *) echo "usage: $0 [all|postgres|broker|prometheus|k6]" >&2; exit 2 ;; esac
+case "$WHAT" in all|postgres|broker|prometheus|k6|schemathesis) ;; *) echo "usage: $0 [all|postgres|broker|prometheus|k6|schemathesis]" >&2; exit 2 ;; esac
 
 log() { echo "infra-up: $*" >&2; }
 die() { echo "infra-up: error: $*" >&2; exit 1; }
@@ -133,10 +133,23 @@ fi
 log "$(k6 version 2>/dev/null | awk 'NR == 1 {print $1, $2}') installed"
 }
 
+# --- schemathesis (installed only) ------------------------------------------------------------
+schemathesis_up() {
+if ! command -v st >/dev/null 2>&1; then
+  command -v pip >/dev/null 2>&1 || command -v pip3 >/dev/null 2>&1 || die "schemathesis is missing and pip is not available to install it"
+  log "installing schemathesis from PyPI (about 15 s)"
+  "$(command -v pip || command -v pip3)" install -q schemathesis || die "pip install schemathesis failed"
+  hash -r
+  command -v st >/dev/null 2>&1 || die "pip installed schemathesis but st is not on PATH ($PATH)"
+fi
+log "schemathesis $(st --version 2>/dev/null | awk '{print $3}') installed"
+}
+
 case "$WHAT" in
-  all) postgres_up; broker_up; prometheus_up; k6_up ;;
+  all) postgres_up; broker_up; prometheus_up; k6_up; schemathesis_up ;;
   postgres) postgres_up ;;
   broker) broker_up ;;
   prometheus) prometheus_up ;;
   k6) k6_up ;;
+  schemathesis) schemathesis_up ;;
 esac
