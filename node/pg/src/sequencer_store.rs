@@ -55,16 +55,8 @@ fn row_to_batch(r: &tokio_postgres::Row) -> Result<OutboxBatch, StoreError> {
 /// Checked again after reading back: the frames decode and hold exactly `seq_first..=seq_last`.
 fn check_frames(b: &OutboxBatch) -> Result<(), StoreError> {
     let mut entries = Vec::new();
-    let mut at = 0;
-    while at < b.frames.len() {
-        match codec::decode_frame(&b.frames[at..], &mut entries) {
-            Ok(Some(n)) => at += n,
-            Ok(None) => {
-                return Err(StoreError::Corrupt(format!("outbox batch {} has a partial frame", b.seq_first)))
-            }
-            Err(e) => return Err(StoreError::Corrupt(format!("outbox batch {}: {e}", b.seq_first))),
-        }
-    }
+    codec::decode_frames(&b.frames, &mut entries)
+        .map_err(|e| StoreError::Corrupt(format!("outbox batch {}: {e}", b.seq_first)))?;
     let contiguous = entries.iter().enumerate().all(|(i, e)| e.seq == b.seq_first + i as u64);
     if !contiguous || entries.last().map(|e| e.seq) != Some(b.seq_last) {
         return Err(StoreError::Corrupt(format!(

@@ -229,18 +229,10 @@ impl Reader {
                 {
                     continue; // drill: this message is "lost"; the gap pull must recover it
                 }
-                decoded.clear();
-                let mut at = 0;
-                while at < payload.len() {
-                    match codec::decode_frame(&payload[at..], &mut decoded) {
-                        Ok(Some(n)) => at += n,
-                        // The journal is written only by the sequencer: damage is an invariant
-                        // violation, not input. Stop.
-                        Ok(None) | Err(_) => {
-                            anyhow::bail!("journal message at offset {offset} does not decode")
-                        }
-                    }
-                }
+                // The journal is written only by the sequencer: damage is an invariant
+                // violation, not input. Stop.
+                codec::decode_frames(payload, &mut decoded)
+                    .with_context(|| format!("journal message at offset {offset} does not decode"))?;
                 for e in decoded.drain(..) {
                     seq_seen_max = seq_seen_max.max(e.seq);
                     self.insert(&producer, &mut gaps, e).await?;
@@ -341,13 +333,8 @@ impl Reader {
         let batches = retry_pg(&node, "gap pull", || store.batches(from, to)).await?;
         let mut entries = Vec::new();
         for b in &batches {
-            let mut at = 0;
-            while at < b.frames.len() {
-                match codec::decode_frame(&b.frames[at..], &mut entries) {
-                    Ok(Some(n)) => at += n,
-                    _ => anyhow::bail!("outbox batch {} does not decode", b.seq_first),
-                }
-            }
+            codec::decode_frames(&b.frames, &mut entries)
+                .with_context(|| format!("outbox batch {} does not decode", b.seq_first))?;
         }
         let mut pulled = 0u64;
         for e in entries {

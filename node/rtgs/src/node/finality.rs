@@ -102,16 +102,21 @@ impl Shared {
         let mut g = self.lock();
         let p = &mut g.0;
         for (lo, hi) in ranges.drain(..) {
-            match p.ranges.last_mut() {
-                Some(last) if last.1 + 1 == lo => last.1 = hi,
-                _ => p.ranges.push((lo, hi)),
-            }
+            push_range(&mut p.ranges, lo, hi);
         }
         let position = (seq_unfinal_first, ack_offset, seq_notice_from);
         if (p.seq_unfinal_first, p.ack_offset, p.seq_notice_from) != position || !p.ranges.is_empty() {
             (p.seq_unfinal_first, p.ack_offset, p.seq_notice_from) = position;
             g.1 = true;
         }
+    }
+}
+
+/// Appends `lo..=hi`, extending the last range when it continues it (finality rows are ranges).
+fn push_range(ranges: &mut Vec<(Seq, Seq)>, lo: Seq, hi: Seq) {
+    match ranges.last_mut() {
+        Some(last) if last.1 + 1 == lo => last.1 = hi,
+        _ => ranges.push((lo, hi)),
     }
 }
 
@@ -158,10 +163,7 @@ impl State {
     fn settle(&mut self, node: &Node) {
         for event in self.events.drain(..) {
             match event {
-                Finality::Final { seq, .. } => match self.ranges.last_mut() {
-                    Some(last) if last.1 + 1 == seq => last.1 = seq,
-                    _ => self.ranges.push((seq, seq)),
-                },
+                Finality::Final { seq, .. } => push_range(&mut self.ranges, seq, seq),
                 Finality::Divergence { seq, center, first, reported } => {
                     node.stats.divergences.fetch_add(1, Ordering::Relaxed);
                     node.stats.halted.store(true, Ordering::Relaxed);

@@ -147,7 +147,7 @@ impl Node {
     /// The status as JSON: every counter of [`Stats`] under its own name.
     fn status(&self) -> serde_json::Value {
         let s = &self.stats;
-        let counters: [(&str, &AtomicU64); 16] = [
+        let counters: [(&str, &AtomicU64); 15] = [
             ("epoch", &s.epoch),
             ("takeovers", &s.takeovers),
             ("seq_sequenced", &s.seq_sequenced),
@@ -163,10 +163,10 @@ impl Node {
             ("batches_committed", &s.batches_committed),
             ("pg_retries", &s.pg_retries),
             ("malformed_inbound", &s.malformed_inbound),
-            ("pid", &AtomicU64::new(u64::from(std::process::id()))),
         ];
         let mut map = serde_json::Map::new();
         map.insert("center".into(), self.name.clone().into());
+        map.insert("pid".into(), std::process::id().into());
         map.insert("leader".into(), s.leader.load(Ordering::Relaxed).into());
         map.insert("halted".into(), s.halted.load(Ordering::Relaxed).into());
         for (name, counter) in counters {

@@ -199,7 +199,8 @@ async fn take_over(
         let batches = retry_pg(node, "outbox read", || store.batches(from, t.last_seq)).await?;
         let mut entries = Vec::new();
         for b in &batches {
-            decode_all(&b.frames, &mut entries)?;
+            codec::decode_frames(&b.frames, &mut entries)
+                .with_context(|| format!("recorded batch {} does not decode", b.seq_first))?;
         }
         let Some(first) = entries.first() else {
             anyhow::bail!("the outbox holds no batch up to recorded seq {}", t.last_seq);
@@ -256,18 +257,6 @@ async fn take_over(
     })
 }
 
-fn decode_all(frames: &[u8], out: &mut Vec<Entry>) -> anyhow::Result<()> {
-    let mut at = 0;
-    while at < frames.len() {
-        match codec::decode_frame(&frames[at..], out) {
-            Ok(Some(n)) => at += n,
-            Ok(None) => anyhow::bail!("a recorded batch ends in a partial frame"),
-            Err(e) => anyhow::bail!("a recorded batch does not decode: {e}"),
-        }
-    }
-    Ok(())
-}
-
 fn send(node: &Node, producer: &FutureProducer, seq_first: Seq, frames: &Arc<Vec<u8>>) -> DeliveryFuture {
     let key = seq_first.to_be_bytes();
     loop {
@@ -321,22 +310,10 @@ async fn lead(
             break;
         }
         last_offset = *offset;
-        let before = commands.len();
-        let mut at = 0;
-        while at < payload.len() {
-            match codec::decode_commands_frame(&payload[at..], &mut commands) {
-                Ok(Some(n)) => at += n,
-                Ok(None) | Err(_) => {
-                    // Input error: the message is dropped whole, counted and reported.
-                    commands.truncate(before);
-                    node.stats.malformed_inbound.fetch_add(1, Ordering::Relaxed);
-                    eprintln!(
-                        "{}: sequencer: inbound offset {offset} is not a commands frame; dropped",
-                        node.name
-                    );
-                    break;
-                }
-            }
+        if codec::decode_commands_frames(payload, &mut commands).is_err() {
+            // Input error: the message is dropped whole, counted and reported.
+            node.stats.malformed_inbound.fetch_add(1, Ordering::Relaxed);
+            eprintln!("{}: sequencer: inbound offset {offset} is not a commands frame; dropped", node.name);
         }
     }
     let mut entries = Vec::with_capacity(commands.len());
