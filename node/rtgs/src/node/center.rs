@@ -14,8 +14,6 @@
 use super::finality::{Handover, Shared, Start};
 use super::{now_us, retry_pg, Node};
 use anyhow::Context;
-use futures_util::FutureExt;
-use rdkafka::message::Message;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rtgs_core::codec;
 use rtgs_core::entry::{Bmi, Currency, Entry, Seq};
@@ -202,26 +200,14 @@ impl Reader {
         let mut seq_seen_max = self.ledger.seq_applied();
         let mut last_message = std::time::Instant::now();
         loop {
-            let first = tokio::time::timeout(Duration::from_millis(20), consumer.recv()).await;
-            let mut batch_messages = Vec::new();
-            match first {
-                Ok(Ok(m)) => batch_messages.push((m.offset(), m.payload().unwrap_or(&[]).to_vec())),
-                Ok(Err(e)) => {
-                    eprintln!("{}: journal: {e}", node.name);
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-                Err(_) => {}
-            }
-            let mut bytes: usize = batch_messages.iter().map(|(_, p)| p.len()).sum();
-            while !batch_messages.is_empty() && bytes < COMMIT_BATCH_ENTRIES * 64 {
-                match consumer.recv().now_or_never() {
-                    Some(Ok(m)) => {
-                        bytes += m.payload().map_or(0, <[u8]>::len);
-                        batch_messages.push((m.offset(), m.payload().unwrap_or(&[]).to_vec()));
-                    }
-                    _ => break,
-                }
-            }
+            let batch_messages = super::recv_batch(
+                &node,
+                "journal",
+                &consumer,
+                Duration::from_millis(20),
+                COMMIT_BATCH_ENTRIES * 64,
+            )
+            .await;
             for (offset, payload) in &batch_messages {
                 messages += 1;
                 if node.fault_drop_journal_one_in > 0

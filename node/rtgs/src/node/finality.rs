@@ -19,8 +19,6 @@
 
 use super::center::NoticeItem;
 use super::Node;
-use futures_util::FutureExt;
-use rdkafka::message::Message;
 use rdkafka::producer::FutureRecord;
 use rtgs_core::entry::{CenterId, Outcome, Seq};
 use rtgs_core::finalizer::{AckResult, Finality, Finalizer};
@@ -242,22 +240,9 @@ pub async fn run(
                 }
                 None => anyhow::bail!("the committer stopped"),
             },
-            first = tokio::time::timeout(Duration::from_millis(20), consumer.recv()), if s.held.is_empty() => {
-                let mut messages = Vec::new();
-                match first {
-                    Ok(Ok(m)) => messages.push((m.offset(), m.payload().unwrap_or(&[]).to_vec())),
-                    Ok(Err(e)) => {
-                        eprintln!("{}: applied-acks: {e}", node.name);
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                    }
-                    Err(_) => {}
-                }
-                while !messages.is_empty() && messages.len() < 256 {
-                    match consumer.recv().now_or_never() {
-                        Some(Ok(m)) => messages.push((m.offset(), m.payload().unwrap_or(&[]).to_vec())),
-                        _ => break,
-                    }
-                }
+            messages = super::recv_batch(&node, "applied-acks", &consumer, Duration::from_millis(20), 1 << 20),
+                if s.held.is_empty() =>
+            {
                 for (offset, payload) in messages {
                     acks.clear();
                     s.last_offset = offset;

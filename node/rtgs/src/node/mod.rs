@@ -176,6 +176,42 @@ impl Node {
     }
 }
 
+/// Batch on every hop: waits up to `wait` for one message, then takes whatever else is already
+/// there, up to about `bytes_max` bytes — `(offset, payload)` in order, empty if none came. A
+/// consumer error is reported and paused on (librdkafka reconnects by itself).
+pub async fn recv_batch<C: rdkafka::consumer::ConsumerContext + 'static>(
+    node: &Node,
+    what: &str,
+    consumer: &rdkafka::consumer::StreamConsumer<C>,
+    wait: Duration,
+    bytes_max: usize,
+) -> Vec<(i64, Vec<u8>)> {
+    use futures_util::FutureExt;
+    use rdkafka::message::Message;
+    let mut batch = Vec::new();
+    match tokio::time::timeout(wait, consumer.recv()).await {
+        Ok(Ok(m)) => batch.push((m.offset(), m.payload().unwrap_or(&[]).to_vec())),
+        Ok(Err(e)) => {
+            eprintln!("{}: {what}: {e}", node.name);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            return batch;
+        }
+        Err(_) => return batch,
+    }
+    let mut bytes = batch[0].1.len();
+    while bytes < bytes_max {
+        match consumer.recv().now_or_never() {
+            Some(Ok(m)) => {
+                let payload = m.payload().unwrap_or(&[]).to_vec();
+                bytes += payload.len();
+                batch.push((m.offset(), payload));
+            }
+            _ => break,
+        }
+    }
+    batch
+}
+
 /// Pause between retries of a failed server call.
 pub const RETRY_PAUSE: Duration = Duration::from_millis(250);
 

@@ -14,11 +14,10 @@
 //! of the outbox into the sequencer's `bmi` window, so a participant's retry of a payment
 //! sequenced just before the failover is answered as a duplicate, not paid twice.
 
-use super::{now_us, retry_pg, Node};
+use super::{now_us, recv_batch, retry_pg, Node};
 use anyhow::Context;
 use futures_util::FutureExt;
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
-use rdkafka::message::Message;
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
 use rdkafka::{Offset, TopicPartitionList};
 use rtgs_core::codec;
@@ -78,7 +77,6 @@ pub async fn run(node: Arc<Node>, pool: deadpool_postgres::Pool) -> anyhow::Resu
     let (mut consumer, mut leadership) = join_group(&node)?;
     let producer = rtgs_kafka::clients::producer(&node.bootstrap, &format!("{}-sequencer", node.name))?;
     let mut leader: Option<Leader> = None;
-    let mut batch: Vec<(i64, Vec<u8>)> = Vec::new();
     let mut last_lease = Instant::now();
     let mut last_check = Instant::now();
     let mut last_join = Instant::now();
@@ -123,34 +121,10 @@ pub async fn run(node: Arc<Node>, pool: deadpool_postgres::Pool) -> anyhow::Resu
             }
         }
         // Poll even when not leading: the consumer must keep polling for rebalances to happen.
-        batch.clear();
         let wait = if leader.is_some() { Duration::from_millis(20) } else { Duration::from_millis(100) };
-        let first = tokio::time::timeout(wait, consumer.recv()).await;
-        let take = |m: &rdkafka::message::BorrowedMessage<'_>, batch: &mut Vec<(i64, Vec<u8>)>| {
-            let payload = m.payload().unwrap_or(&[]).to_vec();
-            // A command is at least ~40 bytes: a bound on the entries in the batch.
-            let entries = payload.len() / 40 + 1;
-            batch.push((m.offset(), payload));
-            entries
-        };
-        let mut entries_seen = 0usize;
-        match first {
-            Ok(Ok(m)) => entries_seen += take(&m, &mut batch),
-            Ok(Err(e)) => {
-                eprintln!("{}: sequencer: inbound: {e}", node.name);
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            Err(_) => {}
-        }
-        if !batch.is_empty() {
-            // Batch on every hop: take whatever else is already here.
-            while entries_seen < SEQUENCER_BATCH_ENTRIES_MAX {
-                match consumer.recv().now_or_never() {
-                    Some(Ok(m)) => entries_seen += take(&m, &mut batch),
-                    _ => break,
-                }
-            }
-        }
+        // A command is at least ~40 bytes: this bounds a batch to the sequencer's batch size.
+        let batch =
+            recv_batch(&node, "sequencer: inbound", &consumer, wait, SEQUENCER_BATCH_ENTRIES_MAX * 40).await;
         let Some(l) = leader.as_mut() else { continue };
         if !leadership.is_leader() {
             // Revoked while waiting: what was read is left for the next leader.
