@@ -87,7 +87,12 @@ struct Report {
     rejected: BTreeMap<String, u64>,
     refused: u64,
     missing: u64,
+    /// The first few missing `bmi`s (for the investigation a missing notice deserves).
+    missing_first: Vec<String>,
     notices_repeated: u64,
+    /// Notices the live reader had not delivered but a second read of the notice topic found
+    /// (done when finality stalls with transfers missing): a consumer-side loss, not the node's.
+    notices_found_on_reread: u64,
     setup_s: f64,
     submit_s: f64,
     elapsed_s: f64,
@@ -193,6 +198,7 @@ async fn load(args: &LoadArgs) -> anyhow::Result<Report> {
             format!("cannot read topic {} on {} (is the cluster up?)", topics.notify, args.bootstrap)
         })?;
     let mut tpl = TopicPartitionList::new();
+    let notify_from = high;
     tpl.add_partition_offset(&topics.notify, 0, Offset::Offset(high))?;
     consumer.assign(&tpl)?;
     let t0 = Instant::now();
@@ -275,13 +281,37 @@ async fn load(args: &LoadArgs) -> anyhow::Result<Report> {
         }
     }
     let submit_s = started.elapsed().as_secs_f64();
-    while tracker.finals.load(Ordering::Acquire) < n as u64 && Instant::now() < deadline {
+    // Wait for every notice. When none came for a while and some are missing, read the notice
+    // topic again from the run's start: a notice the live reader skipped is then told apart from
+    // one that was never published.
+    let mut found_on_reread = 0;
+    let mut progress = (tracker.finals.load(Ordering::Acquire), Instant::now());
+    let mut reread_at = None;
+    loop {
+        let finals = tracker.finals.load(Ordering::Acquire);
+        let now = Instant::now();
+        if finals >= n as u64 {
+            break;
+        }
+        if finals != progress.0 {
+            progress = (finals, now);
+        }
+        let stalled = now.duration_since(progress.1) >= REREAD_AFTER_STALL;
+        if (stalled || now >= deadline) && reread_at != Some(finals) {
+            reread_at = Some(finals);
+            found_on_reread += reread(args, &topics.notify, notify_from, &tracker, t0).await?;
+            continue;
+        }
+        if now >= deadline {
+            break;
+        }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     collector.abort();
 
     let mut hist = Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3)?;
     let (mut settled, mut refused, mut missing) = (0, 0, 0);
+    let mut missing_first = Vec::new();
     let mut rejected = BTreeMap::new();
     let mut last_final = 0u64;
     for i in 0..n {
@@ -289,6 +319,9 @@ async fn load(args: &LoadArgs) -> anyhow::Result<Report> {
         match status {
             STATUS_NONE => {
                 missing += 1;
+                if missing_first.len() < 10 {
+                    missing_first.push(format!("{run_id}-T{i}"));
+                }
                 continue;
             }
             STATUS_SETTLED => settled += 1,
@@ -315,7 +348,9 @@ async fn load(args: &LoadArgs) -> anyhow::Result<Report> {
         rejected,
         refused,
         missing,
+        missing_first,
         notices_repeated: tracker.repeated.load(Ordering::Acquire),
+        notices_found_on_reread: found_on_reread,
         setup_s,
         submit_s,
         elapsed_s,
@@ -354,44 +389,94 @@ async fn submit(
 async fn collect(consumer: StreamConsumer, tracker: Arc<Tracker>, t0: Instant) {
     let mut notices = Vec::new();
     loop {
-        let payload = match consumer.recv().await {
-            Ok(m) => m.payload().unwrap_or(&[]).to_vec(),
+        match consumer.recv().await {
+            Ok(m) => {
+                let now = t0.elapsed().as_nanos() as u64;
+                tracker.record(m.payload().unwrap_or(&[]), now, &mut notices);
+            }
             Err(e) => {
                 eprintln!("load: notices: {e}");
                 tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
             }
-        };
-        let now = t0.elapsed().as_nanos() as u64;
-        notices.clear();
-        if wire::decode_notices(&payload, &mut notices).is_none() {
-            eprintln!("load: a notice message does not decode; ignored");
-            continue;
         }
-        for notice in &notices {
-            let Some((kind, i)) = tracker.parse(&notice.bmi) else { continue };
+    }
+}
+
+/// A stall this long with transfers missing triggers a second read of the notice topic.
+const REREAD_AFTER_STALL: Duration = Duration::from_secs(10);
+
+/// Reads the notice topic again from `from` to its current end with a new consumer and records
+/// what the live reader missed; returns how many that was.
+async fn reread(
+    args: &LoadArgs,
+    topic: &str,
+    from: i64,
+    tracker: &Tracker,
+    t0: Instant,
+) -> anyhow::Result<u64> {
+    let consumer: StreamConsumer = rtgs_kafka::clients::consumer(
+        &args.bootstrap,
+        &format!("{}.load-{}-reread", args.topic_prefix, tracker.run_id),
+        &format!("load-{}-reread", tracker.run_id),
+        rdkafka::consumer::DefaultConsumerContext,
+    )?;
+    let (_, high) = consumer.fetch_watermarks(topic, 0, Duration::from_secs(20))?;
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, 0, Offset::Offset(from))?;
+    consumer.assign(&tpl)?;
+    let before = tracker.finals.load(Ordering::Acquire);
+    let repeated = tracker.repeated.load(Ordering::Acquire);
+    let mut notices = Vec::new();
+    let mut next = from;
+    while next < high {
+        match tokio::time::timeout(Duration::from_secs(10), consumer.recv()).await {
+            Ok(Ok(m)) => {
+                next = m.offset() + 1;
+                tracker.record(m.payload().unwrap_or(&[]), t0.elapsed().as_nanos() as u64, &mut notices);
+            }
+            Ok(Err(e)) => eprintln!("load: notices (second read): {e}"),
+            Err(_) => anyhow::bail!("second read of {topic}: nothing after offset {next} (end {high})"),
+        }
+    }
+    // What the second read saw again is not a repeat by the nodes.
+    tracker.repeated.store(repeated, Ordering::Release);
+    let found = tracker.finals.load(Ordering::Acquire) - before;
+    eprintln!(
+        "load: notices stalled at {before}; a second read of {topic} offsets {from}..{high} found {found} more"
+    );
+    Ok(found)
+}
+
+impl Tracker {
+    /// Records the notices of one message of the notice topic.
+    fn record(&self, payload: &[u8], now: u64, notices: &mut Vec<wire::Notice>) {
+        notices.clear();
+        if wire::decode_notices(payload, notices).is_none() {
+            eprintln!("load: a notice message does not decode; ignored");
+            return;
+        }
+        for notice in notices.iter() {
+            let Some((kind, i)) = self.parse(&notice.bmi) else { continue };
             let status = match notice.status {
                 NoticeStatus::Settled => STATUS_SETTLED,
                 NoticeStatus::Refused => STATUS_REFUSED,
                 NoticeStatus::Rejected(o) => STATUS_REJECTED + o.code() as u8,
             };
             let (slot, counter) = match kind {
-                b'T' if i < tracker.status.len() => (&tracker.status[i], &tracker.finals),
-                b'O' if i < tracker.setup_status.len() / 2 => {
-                    (&tracker.setup_status[i], &tracker.setup_finals)
-                }
-                b'F' if i < tracker.setup_status.len() / 2 => {
-                    (&tracker.setup_status[tracker.setup_status.len() / 2 + i], &tracker.setup_finals)
+                b'T' if i < self.status.len() => (&self.status[i], &self.finals),
+                b'O' if i < self.setup_status.len() / 2 => (&self.setup_status[i], &self.setup_finals),
+                b'F' if i < self.setup_status.len() / 2 => {
+                    (&self.setup_status[self.setup_status.len() / 2 + i], &self.setup_finals)
                 }
                 _ => continue,
             };
             if slot.swap(status, Ordering::AcqRel) == STATUS_NONE {
                 if kind == b'T' {
-                    tracker.final_ns[i].store(now, Ordering::Release);
+                    self.final_ns[i].store(now, Ordering::Release);
                 }
                 counter.fetch_add(1, Ordering::AcqRel);
             } else {
-                tracker.repeated.fetch_add(1, Ordering::Relaxed);
+                self.repeated.fetch_add(1, Ordering::Relaxed);
             }
         }
     }

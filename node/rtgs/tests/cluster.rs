@@ -190,6 +190,10 @@ impl Cluster {
             )
         });
         eprintln!("load report: {report}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if !stderr.trim().is_empty() {
+            eprintln!("load said:\n{stderr}");
+        }
         report
     }
 
@@ -258,6 +262,17 @@ impl Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            // The drill failed: what the nodes said is the first thing to read.
+            for c in 1..=3 {
+                let log = std::fs::read_to_string(self.dir.join(format!("dc{c}.log"))).unwrap_or_default();
+                let lines: Vec<&str> = log.lines().collect();
+                eprintln!("---- last lines of DC{c}'s log ({}) ----", self.dir.display());
+                for line in &lines[lines.len().saturating_sub(60)..] {
+                    eprintln!("{line}");
+                }
+            }
+        }
         for c in 1..=3 {
             self.kill9(c);
         }
