@@ -18,6 +18,7 @@
 
 pub mod auth;
 pub mod checks;
+pub mod collection;
 pub mod config;
 pub mod error;
 pub mod limits;

@@ -5,10 +5,14 @@
 //! same balances as every center at the same seq. It applies only up to the highest seq it has
 //! seen final (everything at or below a final seq is durable), so it never shows a balance a
 //! crash could take back. It replays the whole journal at start.
+//!
+//! With plugins, it also runs a replica of the centers' plugin host over the same entries (never
+//! live, so it executes nothing): the collection audit queries read it.
 
 use crate::limits::READ_MODEL_POLL;
 use rtgs_core::entry::{Entry, Seq};
 use rtgs_core::ledger::{Account, Ledger};
+use rtgs_core::plugin_host::PluginHost;
 use rtgs_embedded::journal::JournalReader;
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -21,9 +25,31 @@ pub struct ReadModel {
     /// Apply up to here: the highest seq seen final.
     seq_target: AtomicU64,
     failure: Mutex<Option<String>>,
+    /// The plugin replica and the seq it has applied (moved with the ledger, under its lock).
+    plugins: Option<Mutex<(PluginHost, Seq)>>,
 }
 
 impl ReadModel {
+    /// A read model that also replays the plugins of `host` (a fresh host, as the centers start).
+    pub fn with_plugins(host: PluginHost) -> Self {
+        ReadModel { plugins: Some(Mutex::new((host, 0))), ..ReadModel::default() }
+    }
+
+    pub fn has_plugins(&self) -> bool {
+        self.plugins.is_some()
+    }
+
+    /// Runs `f` over the plugin replica and the seq it is at; `None` without plugins.
+    pub fn plugins<R>(&self, f: impl FnOnce(&PluginHost, Seq) -> R) -> Result<Option<R>, String> {
+        if let Some(reason) = self.failure.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            return Err(reason.clone());
+        }
+        Ok(self.plugins.as_ref().map(|p| {
+            let g = p.lock().unwrap_or_else(|e| e.into_inner());
+            f(&g.0, g.1)
+        }))
+    }
+
     /// An account as of the returned seq.
     pub fn account(&self, id: rtgs_core::entry::AccountId) -> Result<(Option<Account>, Seq), String> {
         if let Some(reason) = self.failure.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
@@ -79,9 +105,14 @@ impl ReadModel {
                 pending.extend(read.drain(..));
             }
             let mut ledger = self.ledger.write().unwrap_or_else(|e| e.into_inner());
+            let mut plugins = self.plugins.as_ref().map(|p| p.lock().unwrap_or_else(|e| e.into_inner()));
             while pending.front().is_some_and(|e| e.seq <= target) {
                 if let Some(entry) = pending.pop_front() {
                     ledger.apply(&entry);
+                    if let Some(p) = plugins.as_mut() {
+                        p.0.apply(&entry);
+                        p.1 = entry.seq;
+                    }
                 }
             }
         }

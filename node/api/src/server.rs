@@ -7,6 +7,7 @@
 
 use crate::auth::{Keyring, Participant, SignedHeaders, HEADER_KEY, HEADER_SIGNATURE, HEADER_TIMESTAMP};
 use crate::checks::{parse_account_id, parse_amount, parse_bmi, parse_currency, parse_json};
+use crate::collection;
 use crate::config::{AccountSetup, Credentials};
 use crate::error::ApiError;
 use crate::limits::{BODY_BYTES_MAX, READ_MODEL_POLL, READ_MODEL_WAIT, SEQ_WAIT};
@@ -80,11 +81,40 @@ impl Api {
     /// The API must be the cluster's only consumer of [`Cluster::events`]: it routes every final
     /// notice and refusal to the request waiting for it.
     pub fn start(cluster: &Cluster, data_dir: PathBuf, credentials: Credentials, origin: CenterId) -> Api {
+        Self::start_with(cluster, data_dir, credentials, origin, ReadModel::default())
+    }
+
+    /// [`Api::start`] over a cluster whose centers run the collection plugin (started with
+    /// `Cluster::start_with_plugins`): the read model replays it too, for the audit endpoints.
+    pub fn start_with_collection(
+        cluster: &Cluster,
+        data_dir: PathBuf,
+        credentials: Credentials,
+        origin: CenterId,
+    ) -> Api {
+        let plugins: Vec<Box<dyn rtgs_core::plugin::HostedPlugin>> =
+            vec![Box::new(rtgs_collection::CollectionPlugin::new())];
+        // One plugin: distinct kinds by construction. The replica is no center (CenterId(0)):
+        // never the owner, never live, it executes nothing.
+        let host = match rtgs_core::plugin_host::PluginHost::new(CenterId(0), plugins) {
+            Ok(host) => host,
+            Err(_) => rtgs_core::plugin_host::PluginHost::empty(CenterId(0)),
+        };
+        Self::start_with(cluster, data_dir, credentials, origin, ReadModel::with_plugins(host))
+    }
+
+    fn start_with(
+        cluster: &Cluster,
+        data_dir: PathBuf,
+        credentials: Credentials,
+        origin: CenterId,
+        read_model: ReadModel,
+    ) -> Api {
         let state = Arc::new(AppState {
             keyring: Keyring::new(credentials.participants),
             operators: Keyring::new(credentials.operators),
             tracker: Arc::new(Tracker::default()),
-            read_model: Arc::new(ReadModel::default()),
+            read_model: Arc::new(read_model),
             metrics: Arc::new(Metrics::default()),
             submitter: RwLock::new(Some(cluster.submitter())),
             origin,
@@ -134,6 +164,12 @@ impl Api {
             .route("/v1/operator/accounts/{id}/fund", post(operator::fund_account))
             .route("/v1/operator/accounts/{id}/close", post(operator::close_account))
             .route("/v1/operator/entries/{bmi}", get(operator::get_entry))
+            .route("/v1/operator/collection/run", post(collection::run_now))
+            .route("/v1/operator/collection/relayers", post(collection::register_relayer))
+            .route("/v1/operator/collection/settings", post(collection::set_setting))
+            .route("/v1/operator/collection/deposits/{id}", get(collection::get_deposit))
+            .route("/v1/operator/collection/batches/{id}", get(collection::get_batch))
+            .route("/v1/operator/collection/transactions/{hash}", get(collection::get_transaction))
             .route("/metrics", get(get_metrics))
             .route("/v1/openapi.json", get(get_openapi))
             .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such endpoint") })
@@ -160,6 +196,18 @@ impl Api {
                 let fund = Payload::AccountFund { account: a.id, amount_minor: a.fund_minor };
                 self.setup_one(&format!("SETUP-FUND-{}", a.id.0), fund).await?;
             }
+        }
+        Ok(())
+    }
+
+    /// Journals plugin commands (operator setup, e.g. the collection's relayers) and waits until
+    /// each is final; whether the plugin accepted them shows in its state.
+    pub async fn setup_plugin_commands(
+        &self,
+        commands: Vec<(Bmi, rtgs_core::entry::PluginCommand)>,
+    ) -> Result<(), SetupError> {
+        for (bmi, command) in commands {
+            self.setup_one(bmi.as_str(), Payload::Plugin(command)).await?;
         }
         Ok(())
     }
@@ -277,7 +325,7 @@ pub(crate) async fn visible_account(model: &ReadModel, id: AccountId) -> Result<
 
 /// Read-your-writes: waits until the read model has applied everything seen final so far (so
 /// every write answered before this request is visible), at most [`READ_MODEL_WAIT`].
-async fn read_model_caught_up(model: &ReadModel) -> Result<(), ApiError> {
+pub(crate) async fn read_model_caught_up(model: &ReadModel) -> Result<(), ApiError> {
     let target = model.seq_target();
     let started = tokio::time::Instant::now();
     while model.seq_applied() < target {

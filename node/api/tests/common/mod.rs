@@ -9,8 +9,10 @@ use hyper_util::rt::TokioIo;
 use rtgs_api::auth::sign;
 use rtgs_api::config::ApiConfig;
 use rtgs_api::server::Api;
+use rtgs_collection::adapter::NodeAdapter;
+use rtgs_collection::ChainSim;
 use rtgs_core::entry::CenterId;
-use rtgs_embedded::cluster::{Cluster, ClusterConfig};
+use rtgs_embedded::cluster::{Cluster, ClusterConfig, PluginSetup};
 use rtgs_embedded::journal::JournalReader;
 use serde_json::{json, Value};
 use std::net::SocketAddr;
@@ -64,9 +66,38 @@ pub fn fresh_dir(name: &str) -> PathBuf {
 }
 
 pub async fn start(dir: &std::path::Path, setup: bool) -> Node {
-    let cluster = Cluster::start(&ClusterConfig::new(dir)).expect("cluster starts");
+    start_with(dir, setup, None).await
+}
+
+/// [`start`] with the collection plugin in every center, its effects executed against `chain`
+/// (the chain simulator, running `time_scale` times faster than the wall clock).
+pub async fn start_collection(dir: &std::path::Path, chain: ChainSim, time_scale: u64) -> Node {
+    let adapter = NodeAdapter::new(chain, CHAIN_START_US, time_scale);
+    let setup = PluginSetup {
+        make: Box::new(|| vec![Box::new(rtgs_collection::CollectionPlugin::new())]),
+        adapter: Box::new(adapter),
+    };
+    start_with(dir, false, Some(setup)).await
+}
+
+/// Where the simulated chain's clock starts.
+pub const CHAIN_START_US: u64 = 1_000_000;
+
+async fn start_with(dir: &std::path::Path, setup: bool, plugins: Option<PluginSetup>) -> Node {
     let (credentials, accounts) = ApiConfig::from_json(&config()).and_then(|c| c.build()).expect("config");
-    let api = Api::start(&cluster, dir.to_path_buf(), credentials, CenterId(1));
+    let config = ClusterConfig::new(dir);
+    let (cluster, api) = match plugins {
+        Some(p) => {
+            let cluster = Cluster::start_with_plugins(&config, p).expect("cluster starts");
+            let api = Api::start_with_collection(&cluster, dir.to_path_buf(), credentials, CenterId(1));
+            (cluster, api)
+        }
+        None => {
+            let cluster = Cluster::start(&config).expect("cluster starts");
+            let api = Api::start(&cluster, dir.to_path_buf(), credentials, CenterId(1));
+            (cluster, api)
+        }
+    };
     if setup {
         api.setup_accounts(&accounts).await.expect("accounts set up");
     }
@@ -172,6 +203,10 @@ impl Node {
 
     pub async fn as_a(&self, method: &str, path: &str, body: &[u8]) -> (u16, Value) {
         self.signed_at("bank-a", SECRET_A, method, path, body, 0).await
+    }
+
+    pub async fn as_ops(&self, method: &str, path: &str, body: &[u8]) -> (u16, Value) {
+        self.signed_at("ops", SECRET_OPS, method, path, body, 0).await
     }
 
     pub async fn as_b(&self, method: &str, path: &str, body: &[u8]) -> (u16, Value) {
