@@ -12,8 +12,13 @@ export const CREDITOR = Number(__ENV.RTGS_CREDITOR || 3);
 // One run id per k6 process, so that every bmi of a run is new (bmi ≤ 35 printable characters).
 export const RUN = __ENV.RTGS_RUN || `K${Date.now().toString(36)}`;
 
+let sent = 0;
+
+// Every attempt is signed anew with a nonce after the seconds (VU and counter): the node accepts
+// a signed write once, so a retry or two identical requests in one second stay distinct.
 export function signed(method, path, body) {
-  const ts = Math.floor(Date.now() / 1000).toString();
+  sent += 1;
+  const ts = `${Math.floor(Date.now() / 1000)}.v${__VU}n${sent}`;
   const payload = body || '';
   const signature = crypto.hmac('sha256', SECRET, `${method}\n${path}\n${ts}\n${payload}`, 'hex');
   const params = {

@@ -6,6 +6,20 @@ use std::time::Duration;
 /// larger is answered 413 `body_too_large` before it is parsed or its signature is checked.
 pub const BODY_BYTES_MAX: usize = 16 * 1024;
 
+/// Transfers in one `POST /v1/transfers/batch` (the engine takes up to 1,024 per submission).
+pub const BATCH_TRANSFERS_MAX: usize = 1_000;
+
+/// Largest batch body (bytes): 1,000 transfers of up to ~200 bytes each, with room to spare.
+pub const BATCH_BODY_BYTES_MAX: usize = 256 * 1024;
+
+/// Write signatures remembered against replays (16-byte prefix + timestamp: ~40 bytes each, so
+/// ≤ ~340 MB; 300 s of 28,000 writes/s — a batch of 1,000 transfers is one write). Beyond it the
+/// oldest are forgotten first.
+pub const REPLAY_GUARD_ENTRIES_MAX: usize = 1 << 23;
+
+/// Longest long-poll of a transfer's status (`GET /v1/transfers/{bmi}?wait_s=N`), seconds.
+pub const LONG_POLL_S_MAX: u64 = 30;
+
 /// A signed request's timestamp may differ from the server's clock by at most this (seconds).
 pub const TIMESTAMP_SKEW_S_MAX: u64 = 300;
 

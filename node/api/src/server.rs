@@ -10,7 +10,10 @@ use crate::checks::{parse_account_id, parse_amount, parse_bmi, parse_currency, p
 use crate::collection;
 use crate::config::{AccountSetup, Credentials};
 use crate::error::ApiError;
-use crate::limits::{BODY_BYTES_MAX, READ_MODEL_POLL, READ_MODEL_WAIT, SEQ_WAIT};
+use crate::limits::{
+    BATCH_BODY_BYTES_MAX, BATCH_TRANSFERS_MAX, BODY_BYTES_MAX, LONG_POLL_S_MAX, READ_MODEL_POLL,
+    READ_MODEL_WAIT, SEQ_WAIT,
+};
 use crate::metrics::Metrics;
 use crate::money;
 use crate::operator;
@@ -33,7 +36,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::thread::JoinHandle;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// A transfer as a participant submits it.
 #[derive(Deserialize)]
@@ -158,6 +161,7 @@ impl Api {
     pub fn router(&self) -> Router {
         Router::new()
             .route("/v1/transfers", post(post_transfer))
+            .route("/v1/transfers/batch", post(post_transfer_batch))
             .route("/v1/transfers/{bmi}", get(get_transfer))
             .route("/v1/accounts/{id}", get(get_account))
             .route("/v1/operator/accounts", post(operator::open_account))
@@ -276,8 +280,17 @@ pub(crate) async fn authenticated(
     keyring: &Keyring,
     request: Request,
 ) -> Result<(&Participant, Bytes), ApiError> {
+    authenticated_up_to(keyring, request, BODY_BYTES_MAX).await
+}
+
+/// [`authenticated`] with another body limit (batches).
+async fn authenticated_up_to(
+    keyring: &Keyring,
+    request: Request,
+    body_bytes_max: usize,
+) -> Result<(&Participant, Bytes), ApiError> {
     let (parts, body) = request.into_parts();
-    let body = read_body(body).await?;
+    let body = read_body(body, body_bytes_max).await?;
     let participant = authenticate(keyring, &parts.method, &parts.uri, &parts.headers, &body)?;
     Ok((participant, body))
 }
@@ -338,9 +351,9 @@ pub(crate) async fn read_model_caught_up(model: &ReadModel) -> Result<(), ApiErr
     Ok(())
 }
 
-async fn read_body(body: Body) -> Result<Bytes, ApiError> {
-    to_bytes(body, BODY_BYTES_MAX).await.map_err(|_| {
-        let message = format!("request body larger than {BODY_BYTES_MAX} bytes");
+async fn read_body(body: Body, bytes_max: usize) -> Result<Bytes, ApiError> {
+    to_bytes(body, bytes_max).await.map_err(|_| {
+        let message = format!("request body larger than {bytes_max} bytes");
         ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", message)
     })
 }
@@ -359,6 +372,79 @@ fn unavailable() -> ApiError {
     ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "the engine is stopped")
 }
 
+fn conflict_error(bmi: Bmi, seq: Option<Seq>) -> ApiError {
+    let at = seq.map_or(String::new(), |s| format!(" (seq {s})"));
+    ApiError::new(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "bmi_conflict",
+        format!("bmi {bmi} was already used for a different request{at}"),
+    )
+}
+
+/// One submission after the tracker's verdict: answered already, or waiting for the engine.
+enum Pending {
+    Done(Result<Option<Seq>, ApiError>),
+    Waiting(tokio::sync::oneshot::Receiver<Answer>),
+}
+
+/// The tracker's verdict on one command; a new one is appended to `to_send`.
+fn admit(
+    state: &AppState,
+    bmi: Bmi,
+    owner: &Arc<str>,
+    payload: Payload,
+    to_send: &mut Vec<Command>,
+) -> Pending {
+    match state.tracker.admit(bmi, owner, &payload) {
+        Admit::Known(seq) => Pending::Done(Ok(Some(seq))),
+        Admit::Conflict(seq) => Pending::Done(Err(conflict_error(bmi, seq))),
+        Admit::Wait(rx) => Pending::Waiting(rx),
+        Admit::Submit(rx) => {
+            to_send.push(Command { origin: state.origin, bmi, payload });
+            Pending::Waiting(rx)
+        }
+    }
+}
+
+/// Hands `commands` to the engine in one submission; if it is stopped, the tracker forgets them
+/// (their waiters are told `Unavailable`).
+async fn send(state: &AppState, commands: Vec<Command>) {
+    if commands.is_empty() {
+        return;
+    }
+    let bmis: Vec<Bmi> = commands.iter().map(|c| c.bmi).collect();
+    let submitter = state.submitter.read().ok().and_then(|s| s.clone());
+    // `submit` blocks while the engine's queue is full (back-pressure): not on a runtime worker.
+    let sent = match submitter {
+        Some(s) => tokio::task::spawn_blocking(move || s.submit(commands).is_ok()).await.unwrap_or(false),
+        None => false,
+    };
+    if !sent {
+        for bmi in bmis {
+            state.tracker.forget(bmi);
+        }
+    }
+}
+
+/// The answer of one submission, waiting at most until `deadline` for its seq.
+async fn resolve(
+    bmi: Bmi,
+    pending: Pending,
+    deadline: tokio::time::Instant,
+) -> Result<Option<Seq>, ApiError> {
+    let rx = match pending {
+        Pending::Done(answer) => return answer,
+        Pending::Waiting(rx) => rx,
+    };
+    match tokio::time::timeout_at(deadline, rx).await {
+        Ok(Ok(Answer::Accepted(seq))) => Ok(Some(seq)),
+        Ok(Ok(Answer::Conflict(seq))) => Err(conflict_error(bmi, Some(seq))),
+        Ok(Ok(Answer::Unavailable)) => Err(unavailable()),
+        // Timed out, or the record was evicted while waiting: accepted, seq not known yet.
+        Ok(Err(_)) | Err(_) => Ok(None),
+    }
+}
+
 /// Submits through the tracker: `Ok(Some(seq))` once the seq is known, `Ok(None)` if it was not
 /// known within [`SEQ_WAIT`] (still accepted: ACSP).
 pub(crate) async fn submit(
@@ -367,42 +453,30 @@ pub(crate) async fn submit(
     owner: &Arc<str>,
     payload: Payload,
 ) -> Result<Option<Seq>, ApiError> {
-    let conflict = |seq: Option<Seq>| {
-        let at = seq.map_or(String::new(), |s| format!(" (seq {s})"));
-        ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "bmi_conflict",
-            format!("bmi {bmi} was already used for a different request{at}"),
-        )
-    };
-    let rx = match state.tracker.admit(bmi, owner, &payload) {
-        Admit::Known(seq) => return Ok(Some(seq)),
-        Admit::Conflict(seq) => return Err(conflict(seq)),
-        Admit::Wait(rx) => rx,
-        Admit::Submit(rx) => {
-            let submitter = state.submitter.read().ok().and_then(|s| s.clone());
-            let command = Command { origin: state.origin, bmi, payload };
-            // `submit` blocks while the engine's queue is full (back-pressure): not on a runtime worker.
-            let sent = match submitter {
-                Some(s) => tokio::task::spawn_blocking(move || s.submit(vec![command]).is_ok())
-                    .await
-                    .unwrap_or(false),
-                None => false,
-            };
-            if !sent {
-                state.tracker.forget(bmi);
-                return Err(unavailable());
-            }
-            rx
-        }
-    };
-    match tokio::time::timeout(SEQ_WAIT, rx).await {
-        Ok(Ok(Answer::Accepted(seq))) => Ok(Some(seq)),
-        Ok(Ok(Answer::Conflict(seq))) => Err(conflict(Some(seq))),
-        Ok(Ok(Answer::Unavailable)) => Err(unavailable()),
-        // Timed out, or the record was evicted while waiting: accepted, seq not known yet.
-        Ok(Err(_)) | Err(_) => Ok(None),
+    let mut to_send = Vec::with_capacity(1);
+    let pending = admit(state, bmi, owner, payload, &mut to_send);
+    send(state, to_send).await;
+    resolve(bmi, pending, tokio::time::Instant::now() + SEQ_WAIT).await
+}
+
+/// Submits many in one engine submission; one answer per command, in order.
+pub(crate) async fn submit_many(
+    state: &AppState,
+    owner: &Arc<str>,
+    commands: Vec<(Bmi, Payload)>,
+) -> Vec<(Bmi, Result<Option<Seq>, ApiError>)> {
+    let mut to_send = Vec::with_capacity(commands.len());
+    let pending: Vec<(Bmi, Pending)> = commands
+        .into_iter()
+        .map(|(bmi, payload)| (bmi, admit(state, bmi, owner, payload, &mut to_send)))
+        .collect();
+    send(state, to_send).await;
+    let deadline = tokio::time::Instant::now() + SEQ_WAIT;
+    let mut answers = Vec::with_capacity(pending.len());
+    for (bmi, p) in pending {
+        answers.push((bmi, resolve(bmi, p, deadline).await));
     }
+    answers
 }
 
 async fn post_transfer(State(state): State<Arc<AppState>>, request: Request) -> Result<Response, ApiError> {
@@ -417,23 +491,117 @@ async fn post_transfer(State(state): State<Arc<AppState>>, request: Request) -> 
     Ok(accepted(bmi, seq))
 }
 
+/// Up to [`BATCH_TRANSFERS_MAX`] transfers of one participant in one request: every one is
+/// checked first (field values, ownership, no `bmi` twice in the batch) and the first problem
+/// refuses the whole batch with its index, nothing journaled; then they enter the engine as one
+/// submission. Each gets its own answer, in order: accepted (ACSP, with its seq once known) or
+/// its own `bmi_conflict`.
+async fn post_transfer_batch(
+    State(state): State<Arc<AppState>>,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let (participant, body) = authenticated_up_to(&state.keyring, request, BATCH_BODY_BYTES_MAX).await?;
+    let request: BatchRequest = parse_json(&body)?;
+    let n = request.transfers.len();
+    if n == 0 || n > BATCH_TRANSFERS_MAX {
+        let message = format!("a batch holds 1 to {BATCH_TRANSFERS_MAX} transfers, not {n}");
+        return Err(ApiError::bad_request("batch_size", message));
+    }
+    let mut commands = Vec::with_capacity(n);
+    let mut seen = std::collections::HashSet::with_capacity(n);
+    for (i, t) in request.transfers.iter().enumerate() {
+        let at = |e: ApiError| ApiError { message: format!("transfers[{i}]: {}", e.message), ..e };
+        let (bmi, transfer) = validate(t).map_err(at)?;
+        if !participant.owns(transfer.debtor) {
+            let message = format!("account {} is not one of this participant's accounts", transfer.debtor.0);
+            return Err(at(ApiError::new(StatusCode::FORBIDDEN, "debtor_not_owned", message)));
+        }
+        if !seen.insert(bmi) {
+            return Err(at(ApiError::bad_request(
+                "duplicate_bmi",
+                format!("bmi {bmi} appears twice in the batch"),
+            )));
+        }
+        commands.push((bmi, Payload::Transfer(transfer)));
+    }
+    let answers = submit_many(&state, &participant.key_id, commands).await;
+    let accepted = answers.iter().filter(|(_, a)| a.is_ok()).count();
+    let results: Vec<serde_json::Value> = answers
+        .into_iter()
+        .map(|(bmi, answer)| match answer {
+            Ok(seq) => serde_json::json!({ "bmi": bmi.as_str(), "seq": seq, "status": "ACSP" }),
+            Err(e) => serde_json::json!({ "bmi": bmi.as_str(), "code": e.code, "message": e.message }),
+        })
+        .collect();
+    let answer = serde_json::json!({ "accepted": accepted, "transfers": results });
+    Ok((StatusCode::ACCEPTED, Json(answer)).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BatchRequest {
+    transfers: Vec<TransferRequest>,
+}
+
+/// `?wait_s=N` (at most [`LONG_POLL_S_MAX`]): a long-poll — the answer comes as soon as the
+/// transfer is final (ACCC or RJCT), or after N seconds with its status then (ACSP).
+struct StatusQuery {
+    wait_s: Option<u64>,
+}
+
+fn parse_status_query(uri: &Uri) -> Result<StatusQuery, ApiError> {
+    let query = uri.query().unwrap_or("");
+    let mut wait_s = None;
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some(("wait_s", v)) => {
+                let n: u64 = v.parse().map_err(|_| {
+                    ApiError::bad_request("invalid_query", format!("wait_s={v:?} is not a number of seconds"))
+                })?;
+                if n > LONG_POLL_S_MAX {
+                    let message = format!("wait_s is at most {LONG_POLL_S_MAX}, not {n}");
+                    return Err(ApiError::bad_request("invalid_query", message));
+                }
+                wait_s = Some(n);
+            }
+            _ => {
+                return Err(ApiError::bad_request(
+                    "invalid_query",
+                    format!("unknown query parameter {pair:?}"),
+                ))
+            }
+        }
+    }
+    Ok(StatusQuery { wait_s })
+}
+
 async fn get_transfer(
     State(state): State<Arc<AppState>>,
     Path(bmi_text): Path<String>,
     request: Request,
 ) -> Result<Response, ApiError> {
+    let uri = request.uri().clone();
     let (participant, _) = authenticated(&state.keyring, request).await?;
+    let query = parse_status_query(&uri)?;
     let bmi = parse_bmi(&bmi_text)?;
     let unknown = || ApiError::new(StatusCode::NOT_FOUND, "unknown_transfer", format!("no transfer {bmi}"));
-    let status = state.tracker.status(bmi).ok_or_else(unknown)?;
-    if status.owner != participant.key_id {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "not_owner",
-            "this transfer was submitted by another participant",
-        ));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(query.wait_s.unwrap_or(0));
+    loop {
+        let changed = state.tracker.changed();
+        let status = state.tracker.status(bmi).ok_or_else(unknown)?;
+        if status.owner != participant.key_id {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "not_owner",
+                "this transfer was submitted by another participant",
+            ));
+        }
+        if status.outcome.is_some() || tokio::time::Instant::now() >= deadline {
+            return Ok(Json(status_json(bmi, &status)).into_response());
+        }
+        // Woken by the next notices (then checked again), or the deadline.
+        let _ = tokio::time::timeout_at(deadline, changed).await;
     }
-    Ok(Json(status_json(bmi, &status)).into_response())
 }
 
 /// A tracked entry's status: ACSP until final, then ACCC or RJCT with the ISO reason.

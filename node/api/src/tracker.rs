@@ -65,6 +65,8 @@ struct Inner {
 pub struct Tracker {
     inner: Mutex<Inner>,
     records_max: usize,
+    /// Woken after every batch of notices or refusals (long-polls wait on it).
+    changed: tokio::sync::Notify,
 }
 
 impl Default for Tracker {
@@ -75,7 +77,7 @@ impl Default for Tracker {
 
 impl Tracker {
     pub fn with_capacity(records_max: usize) -> Self {
-        Tracker { inner: Mutex::default(), records_max }
+        Tracker { inner: Mutex::default(), records_max, changed: tokio::sync::Notify::new() }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -145,8 +147,19 @@ impl Tracker {
         })
     }
 
+    /// Resolves after the next batch of notices or refusals; create it *before* checking the
+    /// status, so that a notice in between is not missed.
+    pub fn changed(&self) -> tokio::sync::futures::Notified<'_> {
+        self.changed.notified()
+    }
+
     /// Final notices from the engine.
     pub fn on_final(&self, notices: &[Notice]) {
+        self.record_final(notices);
+        self.changed.notify_waiters();
+    }
+
+    fn record_final(&self, notices: &[Notice]) {
         let mut inner = self.lock();
         for n in notices {
             if let Some(r) = inner.records.get_mut(&n.bmi) {
@@ -162,6 +175,11 @@ impl Tracker {
     /// Refusals from the engine: a retry the tracker had forgotten, or a `bmi` already journaled
     /// with other content (before this process started, or forgotten).
     pub fn on_refused(&self, refusals: &[Refusal]) {
+        self.record_refused(refusals);
+        self.changed.notify_waiters();
+    }
+
+    fn record_refused(&self, refusals: &[Refusal]) {
         let mut inner = self.lock();
         for f in refusals {
             let Some(r) = inner.records.get_mut(&f.bmi) else { continue };

@@ -214,6 +214,38 @@ async fn unsigned_stale_or_forged_requests_get_401_and_nothing_is_journaled() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_captured_write_cannot_be_replayed_but_a_re_signed_retry_is_answered() {
+    let node = start(&fresh_dir("replay"), true).await;
+    let body = transfer("RP-1", 1, 2, "1.00");
+    let path = "/v1/transfers";
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_secs();
+    let ts = format!("{now}.capture1");
+    let headers = [
+        ("x-rtgs-key".to_string(), "bank-a".to_string()),
+        ("x-rtgs-timestamp".to_string(), ts.clone()),
+        ("x-rtgs-signature".to_string(), sign(SECRET_A.as_bytes(), "POST", path, &ts, &body)),
+    ];
+    let (status, first) = node.send("POST", path, &headers, &body).await;
+    assert_eq!(status, 202, "{first}");
+    let (status, answer) = node.send("POST", path, &headers, &body).await;
+    assert_eq!((status, answer["code"].as_str()), (401, Some("replayed_request")), "{answer}");
+    // Signed again (new nonce): the original answer, through idempotency.
+    assert_eq!(node.as_a("POST", path, &body).await, (202, first));
+    // Reads are not deduplicated.
+    let ts = format!("{now}.read1");
+    let read = [
+        ("x-rtgs-key".to_string(), "bank-a".to_string()),
+        ("x-rtgs-timestamp".to_string(), ts.clone()),
+        ("x-rtgs-signature".to_string(), sign(SECRET_A.as_bytes(), "GET", "/v1/transfers/RP-1", &ts, b"")),
+    ];
+    for _ in 0..2 {
+        assert_eq!(node.send("GET", "/v1/transfers/RP-1", &read, b"").await.0, 200);
+    }
+    let bmis = node.finish().await;
+    assert_eq!(journaled(&bmis), ["RP-1"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_participant_reads_only_its_own_data() {
     let node = start(&fresh_dir("reads"), true).await;
     let (status, answer) = node.as_b("POST", "/v1/transfers", &transfer("D-1", 3, 1, "1.00")).await;

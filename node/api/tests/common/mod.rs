@@ -191,7 +191,10 @@ impl Node {
         skew_s: i64,
     ) -> (u16, Value) {
         let now = SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_secs() as i64;
-        let ts = (now + skew_s).to_string();
+        // A new nonce per request, like a real client: each attempt is signed anew.
+        static NONCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let nonce = NONCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let ts = format!("{}.n{nonce}", now + skew_s);
         let signature = sign(secret.as_bytes(), method, path, &ts, body);
         let headers = [
             ("x-rtgs-key".to_string(), key.to_string()),
