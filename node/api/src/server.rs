@@ -395,7 +395,18 @@ fn admit(
     payload: Payload,
     to_send: &mut Vec<Command>,
 ) -> Pending {
-    match state.tracker.admit(bmi, owner, &payload) {
+    let verdict = state.tracker.admit(bmi, owner, &payload);
+    pending(state, bmi, payload, verdict, to_send)
+}
+
+fn pending(
+    state: &AppState,
+    bmi: Bmi,
+    payload: Payload,
+    verdict: Admit,
+    to_send: &mut Vec<Command>,
+) -> Pending {
+    match verdict {
         Admit::Known(seq) => Pending::Done(Ok(Some(seq))),
         Admit::Conflict(seq) => Pending::Done(Err(conflict_error(bmi, seq))),
         Admit::Wait(rx) => Pending::Waiting(rx),
@@ -414,9 +425,16 @@ async fn send(state: &AppState, commands: Vec<Command>) {
     }
     let bmis: Vec<Bmi> = commands.iter().map(|c| c.bmi).collect();
     let submitter = state.submitter.read().ok().and_then(|s| s.clone());
-    // `submit` blocks while the engine's queue is full (back-pressure): not on a runtime worker.
     let sent = match submitter {
-        Some(s) => tokio::task::spawn_blocking(move || s.submit(commands).is_ok()).await.unwrap_or(false),
+        // Usually there is room in the engine's queue: no thread hand-off. When it is full,
+        // `submit` blocks (back-pressure), so that waits off the runtime's workers.
+        Some(s) => match s.try_submit(commands) {
+            Ok(()) => true,
+            Err(Some(commands)) => {
+                tokio::task::spawn_blocking(move || s.submit(commands).is_ok()).await.unwrap_or(false)
+            }
+            Err(None) => false,
+        },
         None => false,
     };
     if !sent {
@@ -466,9 +484,11 @@ pub(crate) async fn submit_many(
     commands: Vec<(Bmi, Payload)>,
 ) -> Vec<(Bmi, Result<Option<Seq>, ApiError>)> {
     let mut to_send = Vec::with_capacity(commands.len());
+    let verdicts = state.tracker.admit_many(owner, commands.iter().map(|(bmi, payload)| (*bmi, payload)));
     let pending: Vec<(Bmi, Pending)> = commands
         .into_iter()
-        .map(|(bmi, payload)| (bmi, admit(state, bmi, owner, payload, &mut to_send)))
+        .zip(verdicts)
+        .map(|((bmi, payload), verdict)| (bmi, pending(state, bmi, payload, verdict, &mut to_send)))
         .collect();
     send(state, to_send).await;
     let deadline = tokio::time::Instant::now() + SEQ_WAIT;

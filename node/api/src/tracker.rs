@@ -6,9 +6,14 @@
 //! participant that submitted it (so a retry is recognised without submitting anything) and the
 //! seq and outcome once they are announced, and wakes the requests waiting for them. Bounded
 //! ([`TRACKED_TRANSFERS_MAX`]): the oldest records are forgotten first.
+//!
+//! Records are keyed by the `bmi`'s 128-bit fingerprint (as in the core's sequencer dedupe),
+//! hashed no further: the tracker is on the hot path of every request and every final notice.
+//! Only authenticated participants choose `bmi`s.
 
 use crate::limits::TRACKED_TRANSFERS_MAX;
 use rtgs_core::entry::{Bmi, Outcome, Payload, Seq};
+use rtgs_core::hash::Prehashed;
 use rtgs_core::sequencer::Admission;
 use rtgs_embedded::cluster::{Notice, Refusal};
 use std::collections::{HashMap, VecDeque};
@@ -52,14 +57,27 @@ struct Record {
     payload: Payload,
     seq: Option<Seq>,
     outcome: Option<Outcome>,
-    waiters: Vec<oneshot::Sender<Answer>>,
+    /// The submitter's, then retries' (no allocation for the usual single waiter).
+    waiter: Option<oneshot::Sender<Answer>>,
+    more_waiters: Vec<oneshot::Sender<Answer>>,
+}
+
+impl Record {
+    fn answer(&mut self, answer: Answer) {
+        if let Some(w) = self.waiter.take() {
+            let _ = w.send(answer);
+        }
+        for w in self.more_waiters.drain(..) {
+            let _ = w.send(answer);
+        }
+    }
 }
 
 #[derive(Default)]
 struct Inner {
-    records: HashMap<Bmi, Record>,
+    records: HashMap<u128, Record, Prehashed>,
     /// Insertion order, for eviction.
-    order: VecDeque<Bmi>,
+    order: VecDeque<u128>,
 }
 
 pub struct Tracker {
@@ -87,7 +105,22 @@ impl Tracker {
 
     pub fn admit(&self, bmi: Bmi, owner: &Arc<str>, payload: &Payload) -> Admit {
         let mut inner = self.lock();
-        if let Some(r) = inner.records.get_mut(&bmi) {
+        self.admit_locked(&mut inner, bmi, owner, payload)
+    }
+
+    /// [`Tracker::admit`] for many, under one lock (batches).
+    pub fn admit_many<'a>(
+        &self,
+        owner: &Arc<str>,
+        items: impl Iterator<Item = (Bmi, &'a Payload)>,
+    ) -> Vec<Admit> {
+        let mut inner = self.lock();
+        items.map(|(bmi, payload)| self.admit_locked(&mut inner, bmi, owner, payload)).collect()
+    }
+
+    fn admit_locked(&self, inner: &mut Inner, bmi: Bmi, owner: &Arc<str>, payload: &Payload) -> Admit {
+        let key = bmi.fingerprint();
+        if let Some(r) = inner.records.get_mut(&key) {
             if r.owner != *owner || r.payload != *payload {
                 return Admit::Conflict(r.seq);
             }
@@ -95,7 +128,7 @@ impl Tracker {
                 return Admit::Known(seq);
             }
             let (tx, rx) = oneshot::channel();
-            r.waiters.push(tx);
+            r.more_waiters.push(tx);
             return Admit::Wait(rx);
         }
         let (tx, rx) = oneshot::channel();
@@ -104,10 +137,11 @@ impl Tracker {
             payload: payload.clone(),
             seq: None,
             outcome: None,
-            waiters: vec![tx],
+            waiter: Some(tx),
+            more_waiters: Vec::new(),
         };
-        inner.records.insert(bmi, record);
-        inner.order.push_back(bmi);
+        inner.records.insert(key, record);
+        inner.order.push_back(key);
         while inner.order.len() > self.records_max {
             if let Some(old) = inner.order.pop_front() {
                 inner.records.remove(&old);
@@ -119,14 +153,13 @@ impl Tracker {
     /// Forgets a submission the engine never received (it was closed); retries waiting for it
     /// are told so.
     pub fn forget(&self, bmi: Bmi) {
+        let key = bmi.fingerprint();
         let mut inner = self.lock();
-        if inner.records.get(&bmi).is_some_and(|r| r.seq.is_none()) {
-            if let Some(r) = inner.records.remove(&bmi) {
-                for w in r.waiters {
-                    let _ = w.send(Answer::Unavailable);
-                }
+        if inner.records.get(&key).is_some_and(|r| r.seq.is_none()) {
+            if let Some(mut r) = inner.records.remove(&key) {
+                r.answer(Answer::Unavailable);
             }
-            inner.order.retain(|b| *b != bmi);
+            inner.order.retain(|b| *b != key);
         }
     }
 
@@ -140,7 +173,7 @@ impl Tracker {
 
     pub fn status(&self, bmi: Bmi) -> Option<Status> {
         let inner = self.lock();
-        inner.records.get(&bmi).map(|r| Status {
+        inner.records.get(&bmi.fingerprint()).map(|r| Status {
             owner: Arc::clone(&r.owner),
             seq: r.seq,
             outcome: r.outcome,
@@ -162,12 +195,13 @@ impl Tracker {
     fn record_final(&self, notices: &[Notice]) {
         let mut inner = self.lock();
         for n in notices {
-            if let Some(r) = inner.records.get_mut(&n.bmi) {
+            if n.bmi.is_none() {
+                continue;
+            }
+            if let Some(r) = inner.records.get_mut(&n.bmi.fingerprint()) {
                 r.seq = Some(n.seq);
                 r.outcome = Some(n.outcome);
-                for w in r.waiters.drain(..) {
-                    let _ = w.send(Answer::Accepted(n.seq));
-                }
+                r.answer(Answer::Accepted(n.seq));
             }
         }
     }
@@ -182,22 +216,19 @@ impl Tracker {
     fn record_refused(&self, refusals: &[Refusal]) {
         let mut inner = self.lock();
         for f in refusals {
-            let Some(r) = inner.records.get_mut(&f.bmi) else { continue };
+            let key = f.bmi.fingerprint();
+            let Some(r) = inner.records.get_mut(&key) else { continue };
             match f.admission {
                 Admission::Duplicate(seq) => {
                     r.seq = Some(seq);
-                    for w in r.waiters.drain(..) {
-                        let _ = w.send(Answer::Accepted(seq));
-                    }
+                    r.answer(Answer::Accepted(seq));
                 }
                 Admission::Conflict(seq) => {
                     // Our record holds content that was never journaled: drop it.
-                    for w in r.waiters.drain(..) {
-                        let _ = w.send(Answer::Conflict(seq));
-                    }
+                    r.answer(Answer::Conflict(seq));
                     if r.seq.is_none() {
-                        inner.records.remove(&f.bmi);
-                        inner.order.retain(|b| *b != f.bmi);
+                        inner.records.remove(&key);
+                        inner.order.retain(|b| *b != key);
                     }
                 }
                 Admission::Sequenced(_) => {}

@@ -347,3 +347,72 @@ async fn the_served_openapi_document_is_the_repos_and_every_path_in_it_is_routed
     }
     node.finish().await;
 }
+
+fn batch(items: &[(&str, u64, u64, &str)]) -> Vec<u8> {
+    let transfers: Vec<serde_json::Value> = items
+        .iter()
+        .map(|(bmi, d, c, a)| json!({ "bmi": bmi, "debtor": d, "creditor": c, "amount": a, "currency": "EUR" }))
+        .collect();
+    json!({ "transfers": transfers }).to_string().into_bytes()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_is_checked_whole_then_answered_one_by_one() {
+    let node = start(&fresh_dir("batch"), true).await;
+    let path = "/v1/transfers/batch";
+    let good = batch(&[("B-1", 1, 2, "1.00"), ("B-2", 1, 3, "2.00"), ("B-3", 2, 1, "0.50")]);
+    let (status, first) = node.as_a("POST", path, &good).await;
+    assert_eq!((status, first["accepted"].as_u64()), (202, Some(3)), "{first}");
+    let seqs: Vec<u64> = first["transfers"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|t| t["seq"].as_u64()).collect())
+        .unwrap_or_default();
+    assert_eq!(seqs.len(), 3, "{first}");
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "in order: {first}");
+    // The same batch again (signed anew): the same answers, nothing journaled twice.
+    assert_eq!(node.as_a("POST", path, &good).await, (202, first.clone()));
+    // One conflicting item is answered on its own; the new one goes through.
+    let mixed = batch(&[("B-1", 1, 2, "9.99"), ("B-4", 1, 2, "1.00")]);
+    let (status, answer) = node.as_a("POST", path, &mixed).await;
+    assert_eq!((status, answer["accepted"].as_u64()), (202, Some(1)), "{answer}");
+    assert_eq!(answer["transfers"][0]["code"], "bmi_conflict");
+    assert_eq!(answer["transfers"][1]["status"], "ACSP");
+
+    let too_many: Vec<(String, u64, u64, &str)> =
+        (0..1_001).map(|i| (format!("M-{i}"), 1, 2, "0.01")).collect();
+    let too_many: Vec<(&str, u64, u64, &str)> =
+        too_many.iter().map(|(b, d, c, a)| (b.as_str(), *d, *c, *a)).collect();
+    let refused = [
+        ("empty", batch(&[]), 400, "batch_size"),
+        ("1001", batch(&too_many), 400, "batch_size"),
+        ("zero amount", batch(&[("Z-1", 1, 2, "1.00"), ("Z-2", 1, 2, "0")]), 400, "amount_not_positive"),
+        ("not owned", batch(&[("Z-3", 1, 2, "1.00"), ("Z-4", 3, 2, "1.00")]), 403, "debtor_not_owned"),
+        ("twice", batch(&[("Z-5", 1, 2, "1.00"), ("Z-5", 1, 2, "1.00")]), 400, "duplicate_bmi"),
+        ("unknown field", br#"{"transfers":[],"x":1}"#.to_vec(), 400, "unknown_field"),
+    ];
+    for (name, body, want, code) in refused {
+        let (status, answer) = node.as_a("POST", path, &body).await;
+        assert_eq!((status, answer["code"].as_str()), (want, Some(code)), "{name}: {answer}");
+        if name == "zero amount" {
+            assert!(answer["message"].as_str().is_some_and(|m| m.starts_with("transfers[1]")), "{answer}");
+        }
+    }
+    let bmis = node.finish().await;
+    assert_eq!(journaled(&bmis), ["B-1", "B-2", "B-3", "B-4"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_long_poll_answers_once_final_and_checks_its_query() {
+    let node = start(&fresh_dir("longpoll"), true).await;
+    let (status, body) = node.as_a("POST", "/v1/transfers", &transfer("LP-1", 1, 2, "1.00")).await;
+    assert_eq!(status, 202, "{body}");
+    let started = std::time::Instant::now();
+    let (status, body) = node.as_a("GET", "/v1/transfers/LP-1?wait_s=30", b"").await;
+    assert_eq!((status, body["status"].as_str()), (200, Some("ACCC")), "{body}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(25), "a final transfer is answered at once");
+    for query in ["wait_s=31", "wait_s=x", "colour=blue"] {
+        let (status, body) = node.as_a("GET", &format!("/v1/transfers/LP-1?{query}"), b"").await;
+        assert_eq!((status, body["code"].as_str()), (400, Some("invalid_query")), "{query}: {body}");
+    }
+    let _ = node.finish().await;
+}

@@ -257,6 +257,22 @@ impl Submitter {
         self.submit_at(commands, submitted_at_us)
     }
 
+    /// [`Submitter::submit`] without blocking: `Err(Some(commands))` gives them back when the
+    /// queue is full (retry with the blocking `submit` off any async runtime worker), `Err(None)`
+    /// when the cluster is closed or there are too many.
+    pub fn try_submit(&self, commands: Vec<Command>) -> Result<(), Option<Vec<Command>>> {
+        if commands.len() > SUBMISSION_COMMANDS_MAX {
+            return Err(None);
+        }
+        let now = self.clock.now_us();
+        let submitted_at_us = vec![now; commands.len()];
+        match self.tx.try_send(Submission { commands, submitted_at_us }) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Full(s)) => Err(Some(s.commands)),
+            Err(TrySendError::Disconnected(_)) => Err(None),
+        }
+    }
+
     /// Submits with explicit submit times (open-loop load generators use the intended time).
     pub fn submit_at(&self, commands: Vec<Command>, submitted_at_us: Vec<u64>) -> Result<(), SubmitError> {
         if commands.len() != submitted_at_us.len() {

@@ -6,12 +6,14 @@
 //! * `verify` ([`verify`]) — audit a data directory: replay the journal, compare checkpoints.
 //! * `node` ([`node`]) — one center of the production engine (Kafka journal + PostgreSQL).
 //! * `load` ([`load`]) — submit transfers to a running production cluster and measure them.
+//! * `http-load` ([`http_load`]) — signed HTTP requests against `rtgs serve`, measured.
 //! * `reconcile` ([`reconcile`]) — compare the production engine's center databases.
 //! * `serve` ([`serve`]) — the embedded cluster behind the participant HTTP API (`rtgs-api`).
 //!
 //! `anyhow` lives only here, at the binary's edge; the libraries return typed errors.
 
 mod demo;
+mod http_load;
 mod load;
 mod node;
 mod pg_args;
@@ -46,6 +48,8 @@ enum Command {
     Reconcile(reconcile::ReconcileArgs),
     /// Run the embedded cluster behind the participant HTTP API on 127.0.0.1:8080+PORT_OFFSET.
     Serve(serve::ServeArgs),
+    /// Load a running `rtgs serve` with signed HTTP requests; report requests/s and latency.
+    HttpLoad(http_load::HttpLoadArgs),
 }
 
 fn main() -> ExitCode {
@@ -58,6 +62,7 @@ fn main() -> ExitCode {
         Command::Load(args) => load::run(args),
         Command::Reconcile(args) => reconcile::run(args),
         Command::Serve(args) => serve::run(args),
+        Command::HttpLoad(args) => http_load::run(args),
     };
     match result {
         Ok(code) => code,
