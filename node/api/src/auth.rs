@@ -122,10 +122,13 @@ pub fn sign(secret: &[u8], method: &str, path: &str, timestamp: &str, body: &[u8
     hex::encode(mac(secret, method, path, timestamp, body).finalize().into_bytes())
 }
 
+/// Signatures (16-byte prefixes) remembered, and (timestamp, signature) in arrival order.
+type Remembered = (HashSet<u128>, VecDeque<(u64, u128)>);
+
 /// Signatures of the writes accepted within the window (see the module docs).
 #[derive(Debug, Default)]
 struct ReplayGuard {
-    inner: Mutex<(HashSet<u128>, VecDeque<(u64, u128)>)>,
+    inner: Mutex<Remembered>,
 }
 
 impl ReplayGuard {
