@@ -21,6 +21,7 @@ pub mod checks;
 pub mod collection;
 pub mod config;
 pub mod error;
+pub mod iso20022;
 pub mod limits;
 pub mod metrics;
 pub mod money;

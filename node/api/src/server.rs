@@ -10,6 +10,7 @@ use crate::checks::{parse_account_id, parse_amount, parse_bmi, parse_currency, p
 use crate::collection;
 use crate::config::{AccountSetup, Credentials};
 use crate::error::ApiError;
+use crate::iso20022;
 use crate::limits::{
     BATCH_BODY_BYTES_MAX, BATCH_TRANSFERS_MAX, BODY_BYTES_MAX, LONG_POLL_S_MAX, READ_MODEL_POLL,
     READ_MODEL_WAIT, SEQ_WAIT,
@@ -163,6 +164,8 @@ impl Api {
             .route("/v1/transfers", post(post_transfer))
             .route("/v1/transfers/batch", post(post_transfer_batch))
             .route("/v1/transfers/{bmi}", get(get_transfer))
+            .route("/v1/iso20022/pacs008", post(post_pacs008))
+            .route("/v1/iso20022/pacs002/{bmi}", get(get_pacs002))
             .route("/v1/accounts/{id}", get(get_account))
             .route("/v1/operator/accounts", post(operator::open_account))
             .route("/v1/operator/accounts/{id}/fund", post(operator::fund_account))
@@ -600,10 +603,16 @@ async fn get_transfer(
     Path(bmi_text): Path<String>,
     request: Request,
 ) -> Result<Response, ApiError> {
+    let (bmi, status) = status_of(&state, &bmi_text, request).await?;
+    Ok(Json(status_json(bmi, &status)).into_response())
+}
+
+/// A transfer's status for its own participant, after the long-poll of `?wait_s=N` if asked.
+async fn status_of(state: &AppState, bmi_text: &str, request: Request) -> Result<(Bmi, Status), ApiError> {
     let uri = request.uri().clone();
     let (participant, _) = authenticated(&state.keyring, request).await?;
     let query = parse_status_query(&uri)?;
-    let bmi = parse_bmi(&bmi_text)?;
+    let bmi = parse_bmi(bmi_text)?;
     let unknown = || ApiError::new(StatusCode::NOT_FOUND, "unknown_transfer", format!("no transfer {bmi}"));
     let deadline = tokio::time::Instant::now() + Duration::from_secs(query.wait_s.unwrap_or(0));
     loop {
@@ -617,20 +626,71 @@ async fn get_transfer(
             ));
         }
         if status.outcome.is_some() || tokio::time::Instant::now() >= deadline {
-            return Ok(Json(status_json(bmi, &status)).into_response());
+            return Ok((bmi, status));
         }
         // Woken by the next notices (then checked again), or the deadline.
         let _ = tokio::time::timeout_at(deadline, changed).await;
     }
 }
 
-/// A tracked entry's status: ACSP until final, then ACCC or RJCT with the ISO reason.
-pub(crate) fn status_json(bmi: Bmi, status: &Status) -> serde_json::Value {
-    let (code, reason) = match status.outcome {
+/// ISO 20022 in: a pacs.008 with its head.001 header (see [`crate::iso20022`]); its
+/// `BizMsgIdr` is the `bmi`. The same checks as the JSON endpoint, in the same order; the answer
+/// is a pacs.002 (ACSP, with the seq as clearing-system reference once known).
+async fn post_pacs008(State(state): State<Arc<AppState>>, request: Request) -> Result<Response, ApiError> {
+    let (participant, body) = authenticated(&state.keyring, request).await?;
+    let message =
+        iso20022::parse_pacs008(&body).map_err(|e| ApiError::bad_request(e.code(), e.to_string()))?;
+    let account = |text: &str, role: &str| {
+        text.parse::<u64>().map_err(|_| {
+            ApiError::bad_request(
+                "invalid_account_id",
+                format!("{role} account {text:?} is not an account number"),
+            )
+        })
+    };
+    let request = TransferRequest {
+        bmi: message.bmi.clone(),
+        debtor: account(&message.debtor_account, "debtor")?,
+        creditor: account(&message.creditor_account, "creditor")?,
+        amount: message.amount.clone(),
+        currency: message.currency.clone(),
+    };
+    let (bmi, transfer) = validate(&request)?;
+    if !participant.owns(transfer.debtor) {
+        let message = format!("account {} is not one of this participant's accounts", transfer.debtor.0);
+        return Err(ApiError::new(StatusCode::FORBIDDEN, "debtor_not_owned", message));
+    }
+    let seq = submit(&state, bmi, &participant.key_id, Payload::Transfer(transfer)).await?;
+    Ok(xml(StatusCode::ACCEPTED, iso20022::pacs002(bmi.as_str(), "ACSP", None, seq, now_s())))
+}
+
+/// ISO 20022 out: a transfer's status as a pacs.002 (`?wait_s=N` long-polls like the JSON one).
+async fn get_pacs002(
+    State(state): State<Arc<AppState>>,
+    Path(bmi_text): Path<String>,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let (bmi, status) = status_of(&state, &bmi_text, request).await?;
+    let (code, reason) = iso_status(&status);
+    Ok(xml(StatusCode::OK, iso20022::pacs002(bmi.as_str(), code, reason, status.seq, now_s())))
+}
+
+fn xml(status: StatusCode, body: String) -> Response {
+    (status, [(axum::http::header::CONTENT_TYPE, "application/xml")], body).into_response()
+}
+
+/// ACSP until final, then ACCC or RJCT with the ISO reason.
+fn iso_status(status: &Status) -> (&'static str, Option<&'static str>) {
+    match status.outcome {
         None => ("ACSP", None),
         Some(Outcome::Accepted) => ("ACCC", None),
         Some(Outcome::Rejected(r)) => ("RJCT", Some(r.iso_code())),
-    };
+    }
+}
+
+/// A tracked entry's status: ACSP until final, then ACCC or RJCT with the ISO reason.
+pub(crate) fn status_json(bmi: Bmi, status: &Status) -> serde_json::Value {
+    let (code, reason) = iso_status(status);
     serde_json::json!({ "bmi": bmi.as_str(), "seq": status.seq, "status": code, "reason": reason })
 }
 

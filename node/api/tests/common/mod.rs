@@ -208,6 +208,25 @@ impl Node {
         self.signed_at("bank-a", SECRET_A, method, path, body, 0).await
     }
 
+    /// A request signed by `key` (bank-a, bank-b or ops) whose answer is returned as text.
+    pub async fn send_signed_raw(&self, key: &str, method: &str, path: &str, body: &[u8]) -> (u16, String) {
+        let secret = match key {
+            "bank-a" => SECRET_A,
+            "bank-b" => SECRET_B,
+            _ => SECRET_OPS,
+        };
+        static NONCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NONCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_secs();
+        let ts = format!("{now}.r{n}");
+        let headers = [
+            ("x-rtgs-key".to_string(), key.to_string()),
+            ("x-rtgs-timestamp".to_string(), ts.clone()),
+            ("x-rtgs-signature".to_string(), sign(secret.as_bytes(), method, path, &ts, body)),
+        ];
+        self.send_raw(method, path, &headers, body).await
+    }
+
     pub async fn as_ops(&self, method: &str, path: &str, body: &[u8]) -> (u16, Value) {
         self.signed_at("ops", SECRET_OPS, method, path, body, 0).await
     }
