@@ -187,7 +187,9 @@ pub fn parse_pacs008(xml: &[u8]) -> Result<Pacs008, IsoError> {
                                 return Err(IsoError::Repeated("IntrBkSttlmAmt@Ccy"));
                             }
                             let v = a.unescape_value().map_err(|e| IsoError::Malformed(e.to_string()))?;
-                            currency = Some(v.into_owned());
+                            if !v.trim().is_empty() {
+                                currency = Some(v.trim().to_string());
+                            }
                         }
                     }
                 }
@@ -210,11 +212,15 @@ pub fn parse_pacs008(xml: &[u8]) -> Result<Pacs008, IsoError> {
                     let text = t.decode().map_err(|e| IsoError::Malformed(e.to_string()))?;
                     let text =
                         quick_xml::escape::unescape(&text).map_err(|e| IsoError::Malformed(e.to_string()))?;
+                    let text = text.trim();
                     let slot = &mut values[index(field)];
                     if slot.is_some() {
                         return Err(IsoError::Repeated(field.name()));
                     }
-                    *slot = Some(text.trim().to_string());
+                    // Blank (e.g. only an escaped space) is as good as absent.
+                    if !text.is_empty() {
+                        *slot = Some(text.to_string());
+                    }
                 }
             }
             Event::CData(_) => return Err(IsoError::Malformed("CDATA sections are not accepted".into())),

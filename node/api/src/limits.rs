@@ -17,6 +17,13 @@ pub const BATCH_BODY_BYTES_MAX: usize = 256 * 1024;
 /// oldest are forgotten first.
 pub const REPLAY_GUARD_ENTRIES_MAX: usize = 1 << 23;
 
+/// Statement lines kept per account in the read model (the most recent; older ones are
+/// dropped and a statement asked from before them says `truncated`).
+pub const STATEMENT_LINES_MAX: usize = 1_024;
+
+/// Most lines in one statement answer.
+pub const STATEMENT_PAGE_MAX: usize = 500;
+
 /// Longest long-poll of a transfer's status (`GET /v1/transfers/{bmi}?wait_s=N`), seconds.
 pub const LONG_POLL_S_MAX: u64 = 30;
 

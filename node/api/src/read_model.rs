@@ -6,22 +6,104 @@
 //! seen final (everything at or below a final seq is durable), so it never shows a balance a
 //! crash could take back. It replays the whole journal at start.
 //!
+//! It also keeps each account's statement: the last [`STATEMENT_LINES_MAX`] entries that moved
+//! or changed it (seq, `bmi`, debit or credit, counterparty, balance after), from the same final
+//! entries, so a statement and a balance read at the same `as_of_seq` always agree.
+//!
 //! With plugins, it also runs a replica of the centers' plugin host over the same entries (never
 //! live, so it executes nothing): the collection audit queries read it.
 
-use crate::limits::READ_MODEL_POLL;
-use rtgs_core::entry::{Entry, Seq};
+use crate::limits::{READ_MODEL_POLL, STATEMENT_LINES_MAX};
+use rtgs_core::entry::{AccountId, Bmi, Entry, Outcome, Payload, Seq};
 use rtgs_core::ledger::{Account, Ledger};
 use rtgs_core::plugin_host::PluginHost;
 use rtgs_embedded::journal::JournalReader;
+use std::collections::HashMap;
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, RwLock};
 
+/// One line of an account's statement.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Line {
+    pub seq: Seq,
+    pub bmi: Bmi,
+    pub kind: LineKind,
+    /// The other account of a transfer.
+    pub counterparty: Option<AccountId>,
+    pub amount_minor: u64,
+    pub balance_after_minor: u64,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum LineKind {
+    Open,
+    Debit,
+    Credit,
+    Fund,
+    Close,
+}
+
+impl LineKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            LineKind::Open => "OPEN",
+            LineKind::Debit => "DEBIT",
+            LineKind::Credit => "CREDIT",
+            LineKind::Fund => "FUND",
+            LineKind::Close => "CLOSE",
+        }
+    }
+}
+
+/// The ledger replica and the statements, moved together under one lock.
+#[derive(Default)]
+struct Books {
+    ledger: Ledger,
+    statements: HashMap<AccountId, VecDeque<Line>>,
+}
+
+impl Books {
+    fn apply(&mut self, entry: &Entry) {
+        let applied = self.ledger.apply(entry);
+        if applied.outcome != Outcome::Accepted {
+            return; // a rejection moves nothing: not on any statement
+        }
+        let balance = |l: &Ledger, a: AccountId| l.account(a).map_or(0, |x| x.balance_minor);
+        let mut line = |account: AccountId, kind: LineKind, counterparty: Option<AccountId>, amount: u64| {
+            let lines = self.statements.entry(account).or_default();
+            if lines.len() >= STATEMENT_LINES_MAX {
+                lines.pop_front();
+            }
+            let balance_after_minor = balance(&self.ledger, account);
+            lines.push_back(Line {
+                seq: entry.seq,
+                bmi: entry.bmi,
+                kind,
+                counterparty,
+                amount_minor: amount,
+                balance_after_minor,
+            });
+        };
+        match &entry.payload {
+            Payload::Transfer(t) => {
+                line(t.debtor, LineKind::Debit, Some(t.creditor), t.amount_minor);
+                line(t.creditor, LineKind::Credit, Some(t.debtor), t.amount_minor);
+            }
+            Payload::AccountOpen { account, .. } => line(*account, LineKind::Open, None, 0),
+            Payload::AccountFund { account, amount_minor } => {
+                line(*account, LineKind::Fund, None, *amount_minor)
+            }
+            Payload::AccountClose { account } => line(*account, LineKind::Close, None, 0),
+            _ => {}
+        }
+    }
+}
+
 #[derive(Default)]
 pub struct ReadModel {
-    ledger: RwLock<Ledger>,
+    ledger: RwLock<Books>,
     /// Apply up to here: the highest seq seen final.
     seq_target: AtomicU64,
     failure: Mutex<Option<String>>,
@@ -55,8 +137,33 @@ impl ReadModel {
         if let Some(reason) = self.failure.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
             return Err(reason.clone());
         }
-        let ledger = self.ledger.read().unwrap_or_else(|e| e.into_inner());
-        Ok((ledger.account(id).cloned(), ledger.seq_applied()))
+        let books = self.ledger.read().unwrap_or_else(|e| e.into_inner());
+        Ok((books.ledger.account(id).cloned(), books.ledger.seq_applied()))
+    }
+
+    /// An account's statement lines with seq ≥ `from_seq`, at most `limit`, oldest first, and
+    /// the seq the read model is at; `None` if the account does not exist.
+    #[allow(clippy::type_complexity)]
+    pub fn statement(
+        &self,
+        id: AccountId,
+        from_seq: Seq,
+        limit: usize,
+    ) -> Result<(Option<(rtgs_core::ledger::Account, Vec<Line>, bool)>, Seq), String> {
+        if let Some(reason) = self.failure.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            return Err(reason.clone());
+        }
+        let books = self.ledger.read().unwrap_or_else(|e| e.into_inner());
+        let seq = books.ledger.seq_applied();
+        let Some(account) = books.ledger.account(id).cloned() else { return Ok((None, seq)) };
+        let lines = books.statements.get(&id);
+        // True when older lines than the first kept one were dropped (bounded memory).
+        let truncated = lines.and_then(|l| l.front()).is_some_and(|first| first.seq > from_seq)
+            && lines.is_some_and(|l| l.len() >= STATEMENT_LINES_MAX);
+        let out = lines
+            .map(|l| l.iter().filter(|x| x.seq >= from_seq).take(limit).cloned().collect())
+            .unwrap_or_default();
+        Ok((Some((account, out, truncated)), seq))
     }
 
     pub fn advance_to(&self, seq: Seq) {
@@ -68,7 +175,7 @@ impl ReadModel {
     }
 
     pub fn seq_applied(&self) -> Seq {
-        self.ledger.read().unwrap_or_else(|e| e.into_inner()).seq_applied()
+        self.ledger.read().unwrap_or_else(|e| e.into_inner()).ledger.seq_applied()
     }
 
     /// The replay loop, on its own thread until `stop`.
@@ -104,11 +211,11 @@ impl ReadModel {
                 }
                 pending.extend(read.drain(..));
             }
-            let mut ledger = self.ledger.write().unwrap_or_else(|e| e.into_inner());
+            let mut books = self.ledger.write().unwrap_or_else(|e| e.into_inner());
             let mut plugins = self.plugins.as_ref().map(|p| p.lock().unwrap_or_else(|e| e.into_inner()));
             while pending.front().is_some_and(|e| e.seq <= target) {
                 if let Some(entry) = pending.pop_front() {
-                    ledger.apply(&entry);
+                    books.apply(&entry);
                     if let Some(p) = plugins.as_mut() {
                         p.0.apply(&entry);
                         p.1 = entry.seq;

@@ -13,7 +13,7 @@ use crate::error::ApiError;
 use crate::iso20022;
 use crate::limits::{
     BATCH_BODY_BYTES_MAX, BATCH_TRANSFERS_MAX, BODY_BYTES_MAX, LONG_POLL_S_MAX, READ_MODEL_POLL,
-    READ_MODEL_WAIT, SEQ_WAIT,
+    READ_MODEL_WAIT, SEQ_WAIT, STATEMENT_PAGE_MAX,
 };
 use crate::metrics::Metrics;
 use crate::money;
@@ -167,6 +167,7 @@ impl Api {
             .route("/v1/iso20022/pacs008", post(post_pacs008))
             .route("/v1/iso20022/pacs002/{bmi}", get(get_pacs002))
             .route("/v1/accounts/{id}", get(get_account))
+            .route("/v1/accounts/{id}/statement", get(get_statement))
             .route("/v1/operator/accounts", post(operator::open_account))
             .route("/v1/operator/accounts/{id}/fund", post(operator::fund_account))
             .route("/v1/operator/accounts/{id}/close", post(operator::close_account))
@@ -721,6 +722,78 @@ async fn get_account(
         "balance_minor": account.balance_minor,
         "closed": account.closed,
         "as_of_seq": seq_applied,
+    });
+    Ok(Json(answer).into_response())
+}
+
+/// `?from_seq=N&limit=M` of a statement.
+fn parse_statement_query(uri: &Uri) -> Result<(Seq, usize), ApiError> {
+    let (mut from_seq, mut limit) = (0u64, 100usize);
+    for pair in uri.query().unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        let bad = |what: &str| ApiError::bad_request("invalid_query", format!("{pair:?}: {what}"));
+        match pair.split_once('=') {
+            Some(("from_seq", v)) => from_seq = v.parse().map_err(|_| bad("not a seq"))?,
+            Some(("limit", v)) => {
+                limit = v.parse().map_err(|_| bad("not a number"))?;
+                if limit == 0 || limit > STATEMENT_PAGE_MAX {
+                    return Err(bad(&format!("limit is 1 to {STATEMENT_PAGE_MAX}")));
+                }
+            }
+            _ => return Err(bad("unknown query parameter")),
+        }
+    }
+    Ok((from_seq, limit))
+}
+
+/// An account's statement: the entries that moved it, oldest first, from `from_seq`, as of
+/// everything already final; `next_from_seq` pages on.
+async fn get_statement(
+    State(state): State<Arc<AppState>>,
+    Path(id_text): Path<String>,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let uri = request.uri().clone();
+    let (participant, _) = authenticated(&state.keyring, request).await?;
+    let (from_seq, limit) = parse_statement_query(&uri)?;
+    let id = parse_account_id(&id_text)?;
+    if !participant.owns(id) {
+        let message = format!("account {} is not one of this participant's accounts", id.0);
+        return Err(ApiError::new(StatusCode::FORBIDDEN, "account_not_owned", message));
+    }
+    read_model_caught_up(&state.read_model).await?;
+    let (found, as_of_seq) = state
+        .read_model
+        .statement(id, from_seq, limit)
+        .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "read_model_failed", e))?;
+    let unknown = || ApiError::new(StatusCode::NOT_FOUND, "unknown_account", format!("no account {}", id.0));
+    let (account, lines, truncated) = found.ok_or_else(unknown)?;
+    let currency = account.currency.as_str();
+    let exponent = money::exponent(currency).unwrap_or(0);
+    let next_from_seq = if lines.len() == limit { lines.last().map(|l| l.seq + 1) } else { None };
+    let lines: Vec<serde_json::Value> = lines
+        .iter()
+        .map(|l| {
+            serde_json::json!({
+                "seq": l.seq,
+                "bmi": l.bmi.as_str(),
+                "type": l.kind.name(),
+                "counterparty": l.counterparty.map(|c| c.0),
+                "amount": money::format_minor(l.amount_minor, exponent),
+                "amount_minor": l.amount_minor,
+                "balance_after": money::format_minor(l.balance_after_minor, exponent),
+                "balance_after_minor": l.balance_after_minor,
+            })
+        })
+        .collect();
+    let answer = serde_json::json!({
+        "account": id.0,
+        "currency": currency,
+        "balance": money::format_minor(account.balance_minor, exponent),
+        "balance_minor": account.balance_minor,
+        "as_of_seq": as_of_seq,
+        "truncated": truncated,
+        "lines": lines,
+        "next_from_seq": next_from_seq,
     });
     Ok(Json(answer).into_response())
 }

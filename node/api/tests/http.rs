@@ -416,3 +416,62 @@ async fn a_status_long_poll_answers_once_final_and_checks_its_query() {
     }
     let _ = node.finish().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statement_lists_what_moved_the_account_and_pages() {
+    let node = start(&fresh_dir("statement"), true).await;
+    let mut last = 0;
+    for (i, amount) in ["1.00", "2.50", "0.25"].iter().enumerate() {
+        let (status, body) =
+            node.as_a("POST", "/v1/transfers", &transfer(&format!("ST-{i}"), 1, 2, amount)).await;
+        assert_eq!(status, 202, "{body}");
+        last = body["seq"].as_u64().unwrap_or(0);
+    }
+    // A rejected transfer moves nothing and is on no statement.
+    assert_eq!(node.as_a("POST", "/v1/transfers", &transfer("ST-X", 2, 1, "999.00")).await.0, 202);
+    let (status, st) = node.as_a("GET", "/v1/accounts/2/statement", b"").await;
+    assert_eq!(status, 200, "{st}");
+    assert!(st["as_of_seq"].as_u64().is_some_and(|s| s >= last), "{st}");
+    let lines = st["lines"].as_array().cloned().unwrap_or_default();
+    let seen: Vec<(&str, &str, &str)> = lines
+        .iter()
+        .map(|l| {
+            (
+                l["type"].as_str().unwrap_or(""),
+                l["amount"].as_str().unwrap_or(""),
+                l["balance_after"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("OPEN", "0.00", "0.00"),
+            ("CREDIT", "1.00", "1.00"),
+            ("CREDIT", "2.50", "3.50"),
+            ("CREDIT", "0.25", "3.75")
+        ]
+    );
+    assert_eq!((st["balance"].as_str(), lines[1]["counterparty"].as_u64()), (Some("3.75"), Some(1)));
+    assert_eq!(st["truncated"], false);
+    // Paging: two lines, then from where they stopped.
+    let (_, page) = node.as_a("GET", "/v1/accounts/2/statement?limit=2", b"").await;
+    assert_eq!(page["lines"].as_array().map(Vec::len), Some(2), "{page}");
+    let next = page["next_from_seq"].as_u64().unwrap_or(0);
+    let (_, rest) = node.as_a("GET", &format!("/v1/accounts/2/statement?from_seq={next}&limit=2"), b"").await;
+    assert_eq!(rest["lines"][0]["bmi"], "ST-1", "{rest}");
+    let (_, debtor) = node.as_a("GET", "/v1/accounts/1/statement", b"").await;
+    let types: Vec<&str> = debtor["lines"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|l| l["type"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(types, ["OPEN", "FUND", "DEBIT", "DEBIT", "DEBIT"]);
+    // Another participant's account, bad queries.
+    let (status, body) = node.as_a("GET", "/v1/accounts/3/statement", b"").await;
+    assert_eq!((status, body["code"].as_str()), (403, Some("account_not_owned")));
+    for q in ["limit=0", "limit=501", "from_seq=x", "page=2"] {
+        let (status, body) = node.as_a("GET", &format!("/v1/accounts/2/statement?{q}"), b"").await;
+        assert_eq!((status, body["code"].as_str()), (400, Some("invalid_query")), "{q}: {body}");
+    }
+    let _ = node.finish().await;
+}
