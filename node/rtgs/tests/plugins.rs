@@ -349,3 +349,33 @@ fn collection_sweeps_agree_across_centers_and_survive_a_kill9() {
     c.assert_plugin_states_agree();
     c.reconcile();
 }
+
+#[test]
+fn a_silent_owner_is_replaced_through_the_journal() {
+    let _one = lock();
+    let mut c = Cluster::new("own");
+    for env in &mut c.extra_env {
+        // The failure detector needs acks to flow: idle ticks on.
+        env.push(("RTGS_NO_IDLE_TICK".into(), "false".into()));
+        env.push(("RTGS_OWNER_SILENCE_S".into(), "3".into()));
+    }
+    c.start_all();
+    c.collect(1);
+    c.kill9(1);
+    // DC2 is the lowest center other than the silent owner: it proposes itself, term 1.
+    c.wait("DC2 to own the plugin on both survivors", 40, |s| {
+        s[1..].iter().all(|s| {
+            s.as_ref().is_some_and(|s| plugins(s)["owner_center"] == 2 && plugins(s)["owner_term"] == 1)
+        })
+    });
+    let s = c.statuses();
+    let proposals: Vec<u64> = s[1..].iter().flatten().map(|s| u(&plugins(s)["owner_proposals"])).collect();
+    assert!(proposals[0] >= 1 && proposals[1] == 0, "owner proposals of DC2, DC3: {proposals:?}");
+    // The old owner comes back as a follower: same owner, same term, and it proposes nothing.
+    c.start(1);
+    c.wait("DC1 to see DC2 as owner", 40, |s| {
+        s[0].as_ref().is_some_and(|s| {
+            plugins(s)["live"] == true && plugins(s)["owner_center"] == 2 && plugins(s)["owner_term"] == 1
+        })
+    });
+}
