@@ -8,6 +8,10 @@
 //! over a bounded queue to the committer task, which writes each in one transaction (with the
 //! finality progress the finality task reached) and only then publishes the acks.
 //!
+//! With plugins (`--collection`, see [`super::plugins`]) the reader also applies every entry to
+//! the plugin host, folds its step digests into the ledger hash, and hands the plugin state to
+//! the committer with each batch, which writes it in the batch's transaction.
+//!
 //! At start the committed-but-unfinal acks are published again: an ack lost in a crash between
 //! commit and publish is not lost for the finalizers.
 

@@ -13,6 +13,9 @@
 //! * [`finality`] — reads every center's applied-acks, counts them in the quorum finalizer, and
 //!   as origin center publishes the participants' notices; the finality ranges and the ack
 //!   offset it reached are persisted by the committer with the next batch.
+//! * [`plugins`] (with `--collection` only) — the reader's plugin host (digests folded into the
+//!   ledger hash, state committed with each batch), the owner's adapter task over this
+//!   process's chain simulator, and the owner failure detector.
 //!
 //! Everything the node decides is in the core's state machines; these tasks only move bytes.
 //! Errors of the servers are retried with a pause (the node rides out a PostgreSQL restart);
