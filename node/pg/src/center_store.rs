@@ -43,6 +43,19 @@ pub struct BatchCommit<'a> {
     pub seq_notice_from: Seq,
 }
 
+/// What a batch commit does with the plugin host's stored state (`plugin_state`, see
+/// [`crate::plugin_store`]): written in the batch's own transaction, so that plugin state and the
+/// ledger watermark always move together and a restart never sees one without the other.
+#[derive(Clone, Copy, Debug)]
+pub enum PluginSave<'a> {
+    /// No plugins: the transaction does not touch `plugin_state` (the plain path's cost).
+    None,
+    /// No plugin took an entry of this batch: the stored rows move to the batch's last seq.
+    Advance,
+    /// The plugin state changed: these checkpoints, taken after the batch's last entry.
+    Snapshot(&'a [rtgs_core::plugin_host::PluginCheckpoint]),
+}
+
 /// What a restarting center resumes from.
 pub struct Stored {
     pub ledger: Ledger,
@@ -99,6 +112,16 @@ impl CenterStore {
 
     /// Commits one applied batch atomically; refuses one that does not follow the watermark.
     pub async fn commit_batch(&self, b: &BatchCommit<'_>) -> Result<(), StoreError> {
+        self.commit_batch_with(b, PluginSave::None).await
+    }
+
+    /// [`CenterStore::commit_batch`], also saving the plugin host's state as `plugins` says —
+    /// in the same transaction, at the batch's last seq (nothing for a finality-only commit).
+    pub async fn commit_batch_with(
+        &self,
+        b: &BatchCommit<'_>,
+        plugins: PluginSave<'_>,
+    ) -> Result<(), StoreError> {
         if b.entries.len() != b.applied.len() {
             return Err(StoreError::Corrupt("entries and acks differ in length".into()));
         }
@@ -127,6 +150,19 @@ impl CenterStore {
                 &params,
             )
             .await?;
+            match plugins {
+                PluginSave::None => {}
+                PluginSave::Advance => {
+                    if crate::plugin_store::advance_in(&tx, last.seq).await? == 0 {
+                        return Err(StoreError::Corrupt(
+                            "plugins are enabled but no plugin state is stored to advance".into(),
+                        ));
+                    }
+                }
+                PluginSave::Snapshot(cps) => {
+                    crate::plugin_store::save_checkpoints_in(&tx, last.seq, cps).await?
+                }
+            }
         }
         if !b.final_ranges.is_empty() {
             let (lo, hi): (Vec<i64>, Vec<i64>) =
@@ -148,6 +184,17 @@ impl CenterStore {
         .await?;
         tx.commit().await?;
         Ok(())
+    }
+
+    /// Restores `host` from the stored `plugin_state` rows ([`crate::plugin_store::load`]): the
+    /// seq they were saved at, `None` if none are stored. An empty host with rows stored is an
+    /// error (the stored plugin set differs).
+    pub async fn load_plugins(
+        &self,
+        host: &mut rtgs_core::plugin_host::PluginHost,
+    ) -> Result<Option<Seq>, StoreError> {
+        let client = self.pool.get().await?;
+        crate::plugin_store::load(&client, host).await
     }
 
     /// The seq this center has durably applied (to settle a commit whose outcome was not seen).

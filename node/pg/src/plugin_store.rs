@@ -40,9 +40,20 @@ pub async fn save_in(
     seq_applied: Seq,
     host: &PluginHost,
 ) -> Result<(), StoreError> {
+    save_checkpoints_in(client, seq_applied, &host.checkpoints()).await
+}
+
+/// [`save_in`] from checkpoints taken earlier ([`PluginHost::checkpoints`]): the production
+/// node takes them on its journal reader, at the seq of the batch they are committed with, and
+/// writes them on its committer task.
+pub async fn save_checkpoints_in(
+    client: &impl GenericClient,
+    seq_applied: Seq,
+    checkpoints: &[PluginCheckpoint],
+) -> Result<(), StoreError> {
     let seq = bigint(seq_applied)?;
     let stmt = client.prepare(UPSERT).await?;
-    for cp in host.checkpoints() {
+    for cp in checkpoints {
         let owner = i16::from(cp.owner.0);
         let (term, refused) = (i64::from(cp.term), bigint(cp.host_ops_refused)?);
         // The hash is a u64 stored bit for bit in a bigint.
@@ -50,6 +61,14 @@ pub async fn save_in(
         client.execute(&stmt, &[&cp.kind.name(), &seq, &owner, &term, &refused, &cp.state, &hash]).await?;
     }
     Ok(())
+}
+
+/// Moves every stored plugin row to `seq_applied` without rewriting its state: the batch being
+/// committed gave no entry to any plugin, so the state stored is still the state at that seq.
+/// Returns the rows moved (0: nothing stored yet — the caller must save a whole state first).
+pub async fn advance_in(client: &impl GenericClient, seq_applied: Seq) -> Result<u64, StoreError> {
+    let seq = bigint(seq_applied)?;
+    Ok(client.execute("UPDATE plugin_state SET seq_applied = $1, updated_at = now()", &[&seq]).await?)
 }
 
 /// [`save_in`] in a transaction of its own.

@@ -7,11 +7,13 @@
 //! * `node` ([`node`]) — one center of the production engine (Kafka journal + PostgreSQL).
 //! * `load` ([`load`]) — submit transfers to a running production cluster and measure them.
 //! * `http-load` ([`http_load`]) — signed HTTP requests against `rtgs serve`, measured.
+//! * `collect` ([`collect`]) — one sweep cycle of the collection plugin on a production cluster.
 //! * `reconcile` ([`reconcile`]) — compare the production engine's center databases.
 //! * `serve` ([`serve`]) — the embedded cluster behind the participant HTTP API (`rtgs-api`).
 //!
 //! `anyhow` lives only here, at the binary's edge; the libraries return typed errors.
 
+mod collect;
 mod demo;
 mod http_load;
 mod load;
@@ -44,6 +46,8 @@ enum Command {
     Node(node::NodeArgs),
     /// Submit transfers to a running production cluster; report throughput and latency.
     Load(load::LoadArgs),
+    /// Sweep cycle of the collection plugin on a production cluster started with --collection.
+    Collect(collect::CollectArgs),
     /// Compare the center databases of the production engine (exit 1 on any difference).
     Reconcile(reconcile::ReconcileArgs),
     /// Run the embedded cluster behind the participant HTTP API on 127.0.0.1:8080+PORT_OFFSET.
@@ -60,6 +64,7 @@ fn main() -> ExitCode {
         Command::Verify(args) => verify::run(args),
         Command::Node(args) => node::run(args),
         Command::Load(args) => load::run(args),
+        Command::Collect(args) => collect::run(args),
         Command::Reconcile(args) => reconcile::run(args),
         Command::Serve(args) => serve::run(args),
         Command::HttpLoad(args) => http_load::run(args),

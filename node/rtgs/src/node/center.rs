@@ -8,10 +8,15 @@
 //! over a bounded queue to the committer task, which writes each in one transaction (with the
 //! finality progress the finality task reached) and only then publishes the acks.
 //!
+//! With plugins (`--collection`, see [`super::plugins`]) the reader also applies every entry to
+//! the plugin host, folds its step digests into the ledger hash, and hands the plugin state to
+//! the committer with each batch, which writes it in the batch's transaction.
+//!
 //! At start the committed-but-unfinal acks are published again: an ack lost in a crash between
 //! commit and publish is not lost for the finalizers.
 
 use super::finality::{Handover, Shared, Start};
+use super::plugins::{JobPlugins, ReaderPlugins};
 use super::{now_us, retry_pg, Node};
 use anyhow::Context;
 use rdkafka::producer::{FutureProducer, FutureRecord};
@@ -20,6 +25,8 @@ use rtgs_core::entry::{Bmi, Currency, Entry, Seq};
 use rtgs_core::gap_buffer::{gap_buffer, GapConsumer, GapProducer, Insert};
 use rtgs_core::ledger::{Account, Applied, Ledger};
 use rtgs_core::limits::{GAP_BUFFER_SLOTS, SEQUENCER_BATCH_ENTRIES_MAX};
+use rtgs_core::plugin::Effect;
+use rtgs_core::plugin_host::PluginHost;
 use rtgs_kafka::wire;
 use rtgs_pg::center_store::{BatchCommit, CenterStore};
 use rtgs_pg::sequencer_store::SequencerStore;
@@ -51,14 +58,28 @@ pub struct Job {
     changed: Vec<Account>,
     funded: Vec<(Currency, u64)>,
     journal_offset: i64,
+    /// The plugin state to store with the batch (plugins enabled only).
+    plugins: JobPlugins,
 }
 
 impl Job {
+    fn empty(journal_offset: i64) -> Job {
+        Job {
+            entries: Vec::new(),
+            applied: Vec::new(),
+            changed: Vec::new(),
+            funded: Vec::new(),
+            journal_offset,
+            plugins: JobPlugins::None,
+        }
+    }
+
     /// Appends the next job (its balances are newer: they win).
     fn merge(&mut self, next: Job) {
         self.entries.extend(next.entries);
         self.applied.extend(next.applied);
         self.journal_offset = next.journal_offset;
+        self.plugins.merge(next.plugins);
         let mut changed = std::mem::take(&mut self.changed);
         changed.extend(next.changed);
         // Stable sort by id, then keep the last (newest) of each id.
@@ -97,6 +118,7 @@ impl Center {
         seq_pool: deadpool_postgres::Pool,
         shared: Arc<Shared>,
         notice_tx: mpsc::Sender<Handover>,
+        plugins: Option<(PluginHost, mpsc::Sender<Vec<Effect>>)>,
     ) -> anyhow::Result<Center> {
         let store = Arc::new(CenterStore::new(center_pool));
         let stored = retry_pg(node, "load center state", || store.load()).await?;
@@ -110,6 +132,7 @@ impl Center {
             "{}: center resumes after seq {seq_applied} (journal offset {}), finality from seq {} (ack offset {})",
             node.name, stored.journal_offset, stored.seq_unfinal_first, stored.ack_offset
         );
+        let plugins = load_plugins(node, &store, seq_applied, plugins).await?;
         shared.resume(stored.seq_unfinal_first, stored.ack_offset, stored.seq_notice_from);
         let producer = rtgs_kafka::clients::producer(&node.bootstrap, &format!("{}-center", node.name))?;
         // Acks committed but maybe never published, and the origin's notices still owed.
@@ -141,6 +164,7 @@ impl Center {
             journal_offset: stored.journal_offset,
             seq_store: SequencerStore::new(seq_pool),
             job_tx,
+            plugins,
         };
         let committer = Committer { node: Arc::clone(node), store, producer, shared, notice_tx };
         Ok(Center {
@@ -159,6 +183,71 @@ impl Center {
 
     pub fn into_tasks(self) -> Vec<Task> {
         self.tasks
+    }
+}
+
+/// The plugin host restored from `plugin_state`, checked against the ledger's watermark and
+/// against whether plugins are enabled (their step digests are in the state hash: a center that
+/// changed its mind would diverge at its next plugin entry, so it refuses to start instead).
+async fn load_plugins(
+    node: &Node,
+    store: &CenterStore,
+    seq_applied: Seq,
+    plugins: Option<(PluginHost, mpsc::Sender<Vec<Effect>>)>,
+) -> anyhow::Result<Option<ReaderPlugins>> {
+    let Some((mut host, effects_tx)) = plugins else {
+        let mut empty = PluginHost::empty(node.center);
+        return match load_plugin_rows(node, store, &mut empty).await {
+            Ok(None) => Ok(None),
+            Ok(Some(_)) | Err(StoreError::Corrupt(_)) => anyhow::bail!(
+                "{}: plugin state is stored in this center's database but plugins are not enabled; \
+                 start with --collection (RTGS_COLLECTION=true) like the other centers",
+                node.name
+            ),
+            Err(e) => Err(e).context("load plugin state"),
+        };
+    };
+    let stored =
+        load_plugin_rows(node, store, &mut host).await.context("the stored plugin state does not load")?;
+    match stored {
+        Some(at) if at != seq_applied => anyhow::bail!(
+            "{}: the stored plugin state is at seq {at} but the ledger at seq {seq_applied}; they are \
+             committed together, so the database was changed outside the node",
+            node.name
+        ),
+        None if seq_applied > 0 => anyhow::bail!(
+            "{}: plugins are enabled but this center applied {seq_applied} entries without them (no \
+             plugin state is stored); its state hash would diverge from centers that host them",
+            node.name
+        ),
+        _ => {}
+    }
+    eprintln!(
+        "{}: plugins {:?} resume at seq {seq_applied} ({})",
+        node.name,
+        host.kinds().collect::<Vec<_>>(),
+        if stored.is_some() { "stored state" } else { "fresh" }
+    );
+    let plugins = ReaderPlugins::new(host, stored.is_some(), effects_tx);
+    plugins.publish_restored(node, seq_applied);
+    Ok(Some(plugins))
+}
+
+/// [`CenterStore::load_plugins`], retried while PostgreSQL does not answer.
+async fn load_plugin_rows(
+    node: &Node,
+    store: &CenterStore,
+    host: &mut PluginHost,
+) -> Result<Option<Seq>, StoreError> {
+    loop {
+        match store.load_plugins(host).await {
+            Err(e @ (StoreError::Pg(_) | StoreError::Pool(_))) => {
+                eprintln!("{}: load plugin state: {e}; retrying until PostgreSQL answers", node.name);
+                node.stats.pg_retries.fetch_add(1, Ordering::Relaxed);
+                tokio::time::sleep(super::RETRY_PAUSE).await;
+            }
+            other => return other,
+        }
     }
 }
 
@@ -185,12 +274,27 @@ struct Reader {
     journal_offset: i64,
     seq_store: SequencerStore,
     job_tx: mpsc::Sender<Job>,
+    plugins: Option<ReaderPlugins>,
 }
 
 impl Reader {
     async fn run(mut self) -> anyhow::Result<()> {
         let node = Arc::clone(&self.node);
         let consumer = node.assigned_consumer("ledger", &node.topics.journal, self.journal_offset + 1)?;
+        if let Some(p) = self.plugins.as_mut() {
+            // Where the journal ends now: once applied through it, the plugins are live.
+            use rdkafka::consumer::Consumer;
+            let topic = node.topics.journal.clone();
+            let high = tokio::task::block_in_place(|| {
+                consumer.fetch_watermarks(&topic, 0, Duration::from_secs(10)).map(|(_, high)| high)
+            });
+            match high {
+                Ok(high) => p.set_live_from(high),
+                Err(e) => {
+                    eprintln!("{}: journal end unknown ({e}): plugins go live when it is quiet", node.name)
+                }
+            }
+        }
         let (producer, mut gaps) = gap_buffer::<Entry>(GAP_BUFFER_SLOTS, self.ledger.seq_applied() + 1);
         let mut job = self.new_job();
         let mut decoded = Vec::new();
@@ -221,7 +325,7 @@ impl Reader {
                     .with_context(|| format!("journal message at offset {offset} does not decode"))?;
                 for e in decoded.drain(..) {
                     seq_seen_max = seq_seen_max.max(e.seq);
-                    self.insert(&producer, &mut gaps, e).await?;
+                    self.insert(&producer, &mut gaps, e, &mut job).await?;
                 }
                 self.apply_ready(&mut gaps, &mut job);
                 if seq_seen_max <= self.ledger.seq_applied() {
@@ -248,6 +352,10 @@ impl Reader {
                 last_message = std::time::Instant::now();
             }
             job.journal_offset = self.journal_offset;
+            if let Some(p) = self.plugins.as_mut() {
+                let quiet = batch_messages.is_empty() && seq_seen_max <= self.ledger.seq_applied();
+                p.after_apply(&node, self.journal_offset, quiet);
+            }
             // Cut when the journal is idle or a quarter batch is ready; the committer merges
             // what queues up behind a running commit.
             if !job.entries.is_empty()
@@ -260,27 +368,30 @@ impl Reader {
     }
 
     fn new_job(&self) -> Job {
-        Job {
-            entries: Vec::new(),
-            applied: Vec::new(),
-            changed: Vec::new(),
-            funded: Vec::new(),
-            journal_offset: self.journal_offset,
-        }
+        Job::empty(self.journal_offset)
     }
 
+    /// Hands an applied run to the committer. Jobs leave in seq order and hold everything
+    /// applied before they leave, so the plugin checkpoints taken here are the state at the
+    /// job's last seq.
     async fn send(&mut self, mut job: Job) -> anyhow::Result<()> {
         let funded = self.ledger.take_changed(&mut job.changed);
         job.funded = funded.to_vec();
+        if let (Some(p), Some(last)) = (self.plugins.as_mut(), job.applied.last()) {
+            job.plugins = p.save(&self.node, last.seq);
+        }
         self.job_tx.send(job).await.map_err(|_| anyhow::anyhow!("the committer stopped"))
     }
 
-    /// Inserts one entry into the gap buffer (dropping one already applied).
+    /// Inserts one entry into the gap buffer (dropping one already applied). When the buffer is
+    /// full, applies into `job` and sends it: `job` holds what was applied before, and jobs must
+    /// leave in seq order.
     async fn insert(
         &mut self,
         producer: &GapProducer<Entry>,
         gaps: &mut GapConsumer<Entry>,
         e: Entry,
+        job: &mut Job,
     ) -> anyhow::Result<()> {
         if e.seq < gaps.seq_next() {
             return Ok(()); // applied already (a republished batch)
@@ -292,10 +403,11 @@ impl Reader {
                 // Too far ahead of the missing seq: fetch the hole now instead of waiting.
                 let next = gaps.seq_next();
                 self.pull_gap(producer, gaps, next, seq - 1).await?;
-                let mut job = self.new_job();
-                self.apply_ready(gaps, &mut job);
+                self.apply_ready(gaps, job);
                 if !job.entries.is_empty() {
-                    self.send(job).await?;
+                    job.journal_offset = self.journal_offset;
+                    let full = std::mem::replace(job, self.new_job());
+                    self.send(full).await?;
                 }
                 match producer.insert(seq, e) {
                     Insert::Stored | Insert::Duplicate | Insert::Applied => Ok(()),
@@ -337,9 +449,13 @@ impl Reader {
     }
 
     fn apply_ready(&mut self, gaps: &mut GapConsumer<Entry>, job: &mut Job) {
-        let ledger = &mut self.ledger;
+        let (ledger, plugins) = (&mut self.ledger, &mut self.plugins);
         gaps.drain(usize::MAX, now_us(), |_, e| {
-            let a = ledger.apply(&e);
+            let mut a = ledger.apply(&e);
+            // Plugin state is in the chained hash: the ack vouches for it (plugin_host docs).
+            if let Some(digest) = plugins.as_mut().and_then(|p| p.apply(&e)) {
+                a.state_hash = ledger.fold(digest);
+            }
             job.applied.push(a);
             job.entries.push(e);
         });
@@ -379,14 +495,7 @@ impl Committer {
                 continue;
             }
             let progress = progress.unwrap_or_else(|| self.shared.current());
-            let empty = Job {
-                entries: Vec::new(),
-                applied: Vec::new(),
-                changed: Vec::new(),
-                funded: Vec::new(),
-                journal_offset: -1,
-            };
-            let job = job.unwrap_or(empty);
+            let job = job.unwrap_or_else(|| Job::empty(-1));
             let commit = BatchCommit {
                 entries: &job.entries,
                 applied: &job.applied,
@@ -401,7 +510,7 @@ impl Committer {
             };
             let last = job.applied.last().map(|a| a.seq);
             loop {
-                match self.store.commit_batch(&commit).await {
+                match self.store.commit_batch_with(&commit, job.plugins.as_save()).await {
                     Ok(()) => break,
                     Err(e @ (StoreError::Pg(_) | StoreError::Pool(_))) => {
                         node.stats.pg_retries.fetch_add(1, Ordering::Relaxed);

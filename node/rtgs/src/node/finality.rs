@@ -252,6 +252,10 @@ pub async fn run(
                     };
                     let max = acks.last().map_or(0, |a| a.seq);
                     s.offsets.push_back((offset, max));
+                    // Who still acks (the plugins' owner failure detector).
+                    if let Some(acked) = node.stats.plugins.acked_seq_max.get(center.index()) {
+                        acked.fetch_max(max, Ordering::Relaxed);
+                    }
                     if center != node.center {
                         // How far the journal goes, as far as the others know (lost-tail check).
                         node.stats.seq_acked_elsewhere.fetch_max(max, Ordering::Relaxed);

@@ -13,6 +13,9 @@
 //! * [`finality`] — reads every center's applied-acks, counts them in the quorum finalizer, and
 //!   as origin center publishes the participants' notices; the finality ranges and the ack
 //!   offset it reached are persisted by the committer with the next batch.
+//! * [`plugins`] (with `--collection` only) — the reader's plugin host (digests folded into the
+//!   ledger hash, state committed with each batch), the owner's adapter task over this
+//!   process's chain simulator, and the owner failure detector.
 //!
 //! Everything the node decides is in the core's state machines; these tasks only move bytes.
 //! Errors of the servers are retried with a pause (the node rides out a PostgreSQL restart);
@@ -20,6 +23,7 @@
 
 pub mod center;
 pub mod finality;
+pub mod plugins;
 pub mod sequencer;
 
 use anyhow::Context;
@@ -73,6 +77,8 @@ pub struct NodeArgs {
     /// ticks, so never in production).
     #[arg(long, env = "RTGS_NO_IDLE_TICK", hide = true)]
     pub no_idle_tick: bool,
+    #[command(flatten)]
+    pub plugins: plugins::PluginArgs,
 }
 
 /// Everything the tasks share: settings and counters (read by the status reporter).
@@ -141,6 +147,7 @@ pub struct Stats {
     pub batches_committed: AtomicU64,
     pub pg_retries: AtomicU64,
     pub malformed_inbound: AtomicU64,
+    pub plugins: plugins::PluginStats,
 }
 
 impl Node {
@@ -171,6 +178,9 @@ impl Node {
         map.insert("halted".into(), s.halted.load(Ordering::Relaxed).into());
         for (name, counter) in counters {
             map.insert(name.into(), counter.load(Ordering::Relaxed).into());
+        }
+        if s.plugins.enabled.load(Ordering::Relaxed) {
+            map.insert("plugins".into(), s.plugins.status());
         }
         serde_json::Value::Object(map)
     }
@@ -291,10 +301,27 @@ async fn serve(args: NodeArgs) -> anyhow::Result<ExitCode> {
 
     let (notice_tx, notice_rx) = tokio::sync::mpsc::channel(64);
     let shared = Arc::new(finality::Shared::default());
-    let center = center::Center::start(&node, center_pool, seq_pool.clone(), Arc::clone(&shared), notice_tx)
-        .await
-        .context("cannot start the center")?;
     let mut tasks = tokio::task::JoinSet::new();
+    let plugin_host = plugins::host(node.center, &args.plugins);
+    let (effects_tx, effects_rx) = tokio::sync::mpsc::channel(plugins::EFFECT_QUEUE_BATCHES);
+    if plugin_host.is_some() {
+        node.stats.plugins.enabled.store(true, Ordering::Relaxed);
+        let node = Arc::clone(&node);
+        let plugin_args = args.plugins.clone();
+        tasks.spawn(
+            async move { plugins::run(node, plugin_args, effects_rx).await.context("plugin adapter") },
+        );
+    }
+    let center = center::Center::start(
+        &node,
+        center_pool,
+        seq_pool.clone(),
+        Arc::clone(&shared),
+        notice_tx,
+        plugin_host.map(|h| (h, effects_tx)),
+    )
+    .await
+    .context("cannot start the center")?;
     {
         let node = Arc::clone(&node);
         let seq_pool = seq_pool.clone();
