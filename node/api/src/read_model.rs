@@ -178,6 +178,59 @@ impl ReadModel {
         self.ledger.read().unwrap_or_else(|e| e.into_inner()).ledger.seq_applied()
     }
 
+    /// A read model starting from `ledger` (the engine's at start, already final); entries
+    /// after it come through [`ReadModel::run_fed`].
+    pub fn with_ledger(ledger: Ledger) -> Self {
+        let seq = ledger.seq_applied();
+        let model = ReadModel {
+            ledger: RwLock::new(Books { ledger, statements: HashMap::new() }),
+            ..ReadModel::default()
+        };
+        model.advance_to(seq);
+        model
+    }
+
+    /// The loop of a read model fed by the engine, on its own thread until `stop`: applies the
+    /// pushed entries (in seq order) up to the highest final seq.
+    pub fn run_fed(
+        &self,
+        mut rx: tokio::sync::mpsc::Receiver<Vec<Entry>>,
+        final_through: crate::server::FinalThrough,
+        stop: &AtomicBool,
+    ) {
+        let mut pending: VecDeque<Entry> = VecDeque::new();
+        while !stop.load(Ordering::Acquire) {
+            loop {
+                match rx.try_recv() {
+                    Ok(batch) => pending.extend(batch),
+                    Err(tokio::sync::mpsc::error::TryRecvError::Empty) => break,
+                    Err(tokio::sync::mpsc::error::TryRecvError::Disconnected) => return,
+                }
+            }
+            self.advance_to(final_through());
+            let target = self.seq_target.load(Ordering::Acquire);
+            if pending.front().is_none_or(|e| e.seq > target) {
+                std::thread::sleep(READ_MODEL_POLL);
+                continue;
+            }
+            let mut books = self.ledger.write().unwrap_or_else(|e| e.into_inner());
+            while pending.front().is_some_and(|e| e.seq <= target) {
+                if let Some(entry) = pending.pop_front() {
+                    if entry.seq != books.ledger.seq_applied() + 1 {
+                        let message = format!(
+                            "the engine fed seq {} after seq {}: the read model stops",
+                            entry.seq,
+                            books.ledger.seq_applied()
+                        );
+                        *self.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(message);
+                        return;
+                    }
+                    books.apply(&entry);
+                }
+            }
+        }
+    }
+
     /// The replay loop, on its own thread until `stop`.
     pub fn run(&self, journal_dir: PathBuf, stop: &AtomicBool) {
         if let Err(e) = self.replay(&journal_dir, stop) {

@@ -58,8 +58,48 @@ pub(crate) struct AppState {
     pub(crate) read_model: Arc<ReadModel>,
     metrics: Arc<Metrics>,
     /// Taken at shutdown, so that the cluster can drain even while a connection lingers.
-    submitter: RwLock<Option<Submitter>>,
+    submitter: RwLock<Option<Arc<dyn EngineSubmit>>>,
     origin: CenterId,
+}
+
+/// How the API hands commands to an engine.
+pub trait EngineSubmit: Send + Sync {
+    /// Without blocking: `Err(Some(commands))` when the engine's queue is full (then
+    /// [`EngineSubmit::submit`] off the async workers), `Err(None)` when it takes no more.
+    fn try_submit(&self, commands: Vec<Command>) -> Result<(), Option<Vec<Command>>>;
+    /// Blocks while the queue is full (back-pressure); false if the engine takes no more.
+    fn submit(&self, commands: Vec<Command>) -> bool;
+}
+
+impl EngineSubmit for Submitter {
+    fn try_submit(&self, commands: Vec<Command>) -> Result<(), Option<Vec<Command>>> {
+        Submitter::try_submit(self, commands)
+    }
+    fn submit(&self, commands: Vec<Command>) -> bool {
+        Submitter::submit(self, commands).is_ok()
+    }
+}
+
+/// Where the read model's entries come from.
+pub enum Feed {
+    /// The embedded engine's journal directory, replayed from seq 1.
+    Journal(PathBuf),
+    /// Entries pushed by the engine in seq order (those after the read model's ledger), and
+    /// the highest seq known final (all of them are applied up to it).
+    Entries { rx: tokio::sync::mpsc::Receiver<Vec<rtgs_core::entry::Entry>>, final_through: FinalThrough },
+}
+
+/// Reads the engine's highest final seq.
+pub type FinalThrough = Arc<dyn Fn() -> Seq + Send + Sync>;
+
+/// An engine as the API sees it.
+pub struct EngineLink {
+    pub submit: Arc<dyn EngineSubmit>,
+    /// Final notices and refusals of the entries this API submitted (others are ignored).
+    pub events: crossbeam_channel::Receiver<ClientEvent>,
+    /// The read model to start from (a fresh one, or one holding the engine's ledger at start).
+    pub read_model: ReadModel,
+    pub feed: Feed,
 }
 
 /// The API over a running embedded cluster.
@@ -114,19 +154,32 @@ impl Api {
         origin: CenterId,
         read_model: ReadModel,
     ) -> Api {
+        // What the journal held at start is durable (its torn tail was cut): replay it all.
+        read_model.advance_to(cluster.recovery().journal.seq_last);
+        let link = EngineLink {
+            submit: Arc::new(cluster.submitter()),
+            events: cluster.events().clone(),
+            read_model,
+            feed: Feed::Journal(data_dir.join("journal")),
+        };
+        Self::start_linked(link, credentials, origin)
+    }
+
+    /// The API over any engine: the embedded cluster ([`Api::start`]) or one center of the
+    /// production engine (`rtgs node --api-config`), which hands over its submission path, its
+    /// client events and the entries its read model applies.
+    pub fn start_linked(link: EngineLink, credentials: Credentials, origin: CenterId) -> Api {
+        let EngineLink { submit, events, read_model, feed } = link;
         let state = Arc::new(AppState {
             keyring: Keyring::new(credentials.participants),
             operators: Keyring::new(credentials.operators),
             tracker: Arc::new(Tracker::default()),
             read_model: Arc::new(read_model),
             metrics: Arc::new(Metrics::default()),
-            submitter: RwLock::new(Some(cluster.submitter())),
+            submitter: RwLock::new(Some(submit)),
             origin,
         });
-        // What the journal held at start is durable (its torn tail was cut): replay it all.
-        state.read_model.advance_to(cluster.recovery().journal.seq_last);
         let stop = Arc::new(AtomicBool::new(false));
-        let events = cluster.events().clone();
         let (tracker, model) = (Arc::clone(&state.tracker), Arc::clone(&state.read_model));
         let metrics = Arc::clone(&state.metrics);
         let dispatcher = std::thread::spawn(move || {
@@ -155,7 +208,10 @@ impl Api {
             }
         });
         let (model, reader_stop) = (Arc::clone(&state.read_model), Arc::clone(&stop));
-        let reader = std::thread::spawn(move || model.run(data_dir.join("journal"), &reader_stop));
+        let reader = std::thread::spawn(move || match feed {
+            Feed::Journal(dir) => model.run(dir, &reader_stop),
+            Feed::Entries { rx, final_through } => model.run_fed(rx, final_through, &reader_stop),
+        });
         Api { state, stop, dispatcher: Some(dispatcher), reader: Some(reader) }
     }
 
@@ -238,6 +294,17 @@ impl Api {
 
     /// Stops the API's threads and the cluster; call after the HTTP server has stopped.
     pub fn shutdown(mut self, cluster: Cluster) -> rtgs_embedded::cluster::ClusterReport {
+        self.stop_reading();
+        let report = cluster.shutdown();
+        if let Some(h) = self.dispatcher.take() {
+            let _ = h.join();
+        }
+        report
+    }
+
+    /// Refuses new submissions and stops the read model; the dispatcher ends when the engine's
+    /// event senders are gone.
+    pub fn stop_reading(&mut self) {
         if let Ok(mut s) = self.state.submitter.write() {
             s.take();
         }
@@ -245,11 +312,6 @@ impl Api {
         if let Some(h) = self.reader.take() {
             let _ = h.join();
         }
-        let report = cluster.shutdown();
-        if let Some(h) = self.dispatcher.take() {
-            let _ = h.join();
-        }
-        report
     }
 }
 
@@ -435,7 +497,7 @@ async fn send(state: &AppState, commands: Vec<Command>) {
         Some(s) => match s.try_submit(commands) {
             Ok(()) => true,
             Err(Some(commands)) => {
-                tokio::task::spawn_blocking(move || s.submit(commands).is_ok()).await.unwrap_or(false)
+                tokio::task::spawn_blocking(move || s.submit(commands)).await.unwrap_or(false)
             }
             Err(None) => false,
         },

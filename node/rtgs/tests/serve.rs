@@ -2,8 +2,10 @@
 //! signed transfer over plain HTTP, its final status, SIGTERM, then `rtgs verify` of the data
 //! directory; a second start resumes without funding the accounts again.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
@@ -40,24 +42,8 @@ fn serve(dir: &Path) -> (Child, SocketAddr, Vec<String>) {
 }
 
 fn signed(addr: SocketAddr, method: &str, path: &str, body: &str) -> (u16, serde_json::Value) {
-    let ts = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-        .to_string();
-    let signature = rtgs_api::auth::sign(SECRET_A.as_bytes(), method, path, &ts, body.as_bytes());
-    let mut stream = TcpStream::connect(addr).unwrap_or_else(|e| panic!("{e}"));
-    let request = format!(
-        "{method} {path} HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\ncontent-type: application/json\r\n\
-         content-length: {}\r\nx-rtgs-key: bank-a\r\nx-rtgs-timestamp: {ts}\r\nx-rtgs-signature: {signature}\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(request.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap_or_else(|e| panic!("{e}"));
-    let status = response.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
-    let json = response.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    (status, serde_json::from_str(json).unwrap_or(serde_json::Value::Null))
+    let (status, text) = common::http_signed(addr, "bank-a", SECRET_A, method, path, body);
+    (status, serde_json::from_str(&text).unwrap_or(serde_json::Value::Null))
 }
 
 fn stop(mut child: Child) {

@@ -375,6 +375,12 @@ impl Reader {
     /// applied before they leave, so the plugin checkpoints taken here are the state at the
     /// job's last seq.
     async fn send(&mut self, mut job: Job) -> anyhow::Result<()> {
+        if let Some(feed) = &self.node.read_feed {
+            // Every applied entry, in order: the API's read model (waits if it is behind).
+            feed.send(job.entries.clone())
+                .await
+                .map_err(|_| anyhow::anyhow!("the API's read model stopped"))?;
+        }
         let funded = self.ledger.take_changed(&mut job.changed);
         job.funded = funded.to_vec();
         if let (Some(p), Some(last)) = (self.plugins.as_mut(), job.applied.last()) {

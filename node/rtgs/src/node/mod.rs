@@ -21,6 +21,7 @@
 //! Errors of the servers are retried with a pause (the node rides out a PostgreSQL restart);
 //! an invariant violation (a stored state that does not add up) stops the node.
 
+pub mod api;
 pub mod center;
 pub mod finality;
 pub mod plugins;
@@ -79,6 +80,8 @@ pub struct NodeArgs {
     pub no_idle_tick: bool,
     #[command(flatten)]
     pub plugins: plugins::PluginArgs,
+    #[command(flatten)]
+    pub api: api::ApiArgs,
 }
 
 /// Everything the tasks share: settings and counters (read by the status reporter).
@@ -92,6 +95,8 @@ pub struct Node {
     pub fault_drop_journal_one_in: u64,
     pub idle_tick: bool,
     pub stats: Stats,
+    /// With the HTTP API: every applied entry goes to its read model (in seq order).
+    pub read_feed: Option<tokio::sync::mpsc::Sender<Vec<rtgs_core::entry::Entry>>>,
 }
 
 impl Node {
@@ -271,6 +276,13 @@ pub fn run(args: NodeArgs) -> anyhow::Result<ExitCode> {
 async fn serve(args: NodeArgs) -> anyhow::Result<ExitCode> {
     let name = format!("DC{}", args.center_id);
     let db = args.db.clone().unwrap_or_else(|| format!("rtgs_dc{}", args.center_id));
+    let (feed_tx, feed_rx) = match args.api.api_config {
+        Some(_) => {
+            let (tx, rx) = tokio::sync::mpsc::channel(api::FEED_QUEUE_BATCHES);
+            (Some(tx), Some(rx))
+        }
+        None => (None, None),
+    };
     let node = Arc::new(Node {
         center: CenterId(args.center_id),
         center_count: args.center_count,
@@ -281,6 +293,7 @@ async fn serve(args: NodeArgs) -> anyhow::Result<ExitCode> {
         fault_drop_journal_one_in: args.fault_drop_journal_one_in,
         idle_tick: !args.no_idle_tick,
         stats: Stats::default(),
+        read_feed: feed_tx,
     });
     eprintln!(
         "{name}: starting (center {} of {}, journal {}, database {db}, sequencer database {}, broker {})",
@@ -299,6 +312,8 @@ async fn serve(args: NodeArgs) -> anyhow::Result<ExitCode> {
     .await
     .with_context(|| format!("cannot prepare the topics on the broker at {}", args.bootstrap))?;
 
+    // The API's read model starts from the ledger as stored now, before the reader moves on.
+    let api_prepared = api::prepare(&args.api, &center_pool).await?;
     let (notice_tx, notice_rx) = tokio::sync::mpsc::channel(64);
     let shared = Arc::new(finality::Shared::default());
     let mut tasks = tokio::task::JoinSet::new();
@@ -334,6 +349,14 @@ async fn serve(args: NodeArgs) -> anyhow::Result<ExitCode> {
     }
     for task in center.into_tasks() {
         tasks.spawn(task);
+    }
+    if let (Some((credentials, ledger)), Some(feed_rx)) = (api_prepared, feed_rx) {
+        let parts = api::start(&node, &args.api, args.port_offset, credentials, ledger, feed_rx)
+            .await
+            .context("cannot start the HTTP API")?;
+        for task in parts.tasks {
+            tasks.spawn(task);
+        }
     }
     {
         let node = Arc::clone(&node);

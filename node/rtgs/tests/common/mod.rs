@@ -1,0 +1,326 @@
+//! The drill harness shared by the production-engine tests (`cluster.rs`, `plugins.rs`,
+//! `node_api.rs`): three real `rtgs node` processes on the real broker and PostgreSQL (started
+//! through `scripts/infra-up.sh`; a test fails, never skips, if they cannot be started), each with
+//! its own topic prefix and databases, their status files, `rtgs load`, `rtgs reconcile` and SQL
+//! checks. Drills run one at a time (they share two cores with the servers).
+#![allow(dead_code)] // each test file uses its own part of the harness
+
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_rtgs");
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+pub fn servers() {
+    if let Err(e) = rtgs_pg::dev::start_infra("all") {
+        panic!("PostgreSQL and the broker could not be started, so this drill cannot run: {e}");
+    }
+}
+
+pub struct Cluster {
+    pub prefix: String,
+    pub dir: PathBuf,
+    nodes: Vec<Option<Child>>,
+    /// Per center: extra environment of its process.
+    pub extra_env: Vec<Vec<(String, String)>>,
+    /// Load generators started (killed on drop if a drill fails before they finish).
+    loads: std::cell::RefCell<Vec<u32>>,
+}
+
+impl Cluster {
+    /// Fresh databases and topics named after `name`; nothing started yet.
+    pub fn new(name: &str) -> Cluster {
+        servers();
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() % 1_000_000_000);
+        let prefix = format!("drill_{name}_{nanos}");
+        let dir = std::env::temp_dir().join(&prefix);
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        Cluster {
+            prefix,
+            dir,
+            nodes: (0..3).map(|_| None).collect(),
+            extra_env: vec![Vec::new(); 3],
+            loads: Default::default(),
+        }
+    }
+
+    pub fn start(&mut self, center: usize) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join(format!("dc{center}.log")))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let _ = std::fs::remove_file(self.status_path(center));
+        let mut cmd = Command::new(BIN);
+        cmd.arg("node")
+            .env("CENTER_ID", center.to_string())
+            .env("CENTER_COUNT", "3")
+            .env("PORT_OFFSET", (center - 1).to_string())
+            .env("RTGS_DB", format!("{}_dc{center}", self.prefix))
+            .env("RTGS_SEQ_DB", format!("{}_seq", self.prefix))
+            .env("RTGS_TOPIC_PREFIX", &self.prefix)
+            .env("RTGS_STATUS_FILE", self.status_path(center))
+            .env("RTGS_STATUS_INTERVAL_S", "2")
+            // Quiescent after the load, so that the databases can be compared exactly.
+            .env("RTGS_NO_IDLE_TICK", "true")
+            .stdout(Stdio::null())
+            .stderr(log);
+        for (k, v) in &self.extra_env[center - 1] {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().unwrap_or_else(|e| panic!("cannot start {BIN} node: {e}"));
+        self.nodes[center - 1] = Some(child);
+    }
+
+    pub fn start_all(&mut self) {
+        for c in 1..=3 {
+            self.start(c);
+        }
+        // Settled: three centers up and the same leader at the same epoch for 3 s (the group
+        // rebalances while its members join, and leadership may move meanwhile).
+        let mut seen: Option<(usize, u64, Instant)> = None;
+        self.wait("a settled sequencer leader and three running centers", 90, |s| {
+            let leader = (1..=3).find(|&c| s[c - 1].as_ref().is_some_and(|s| s["leader"] == true));
+            let (Some(leader), 3) = (leader, s.iter().filter(|s| s.is_some()).count()) else {
+                seen = None;
+                return false;
+            };
+            let epoch = s[leader - 1].as_ref().map_or(0, |s| u(&s["epoch"]));
+            match seen {
+                Some((l, e, since)) if l == leader && e == epoch => since.elapsed() >= Duration::from_secs(3),
+                _ => {
+                    seen = Some((leader, epoch, Instant::now()));
+                    false
+                }
+            }
+        });
+    }
+
+    /// The highest epoch any running center has seen.
+    pub fn epoch_max(&mut self) -> u64 {
+        self.statuses().iter().flatten().map(|s| u(&s["epoch"])).max().unwrap_or(0)
+    }
+
+    pub fn kill9(&mut self, center: usize) {
+        if let Some(mut child) = self.nodes[center - 1].take() {
+            let _ = child.kill(); // SIGKILL
+            let _ = child.wait();
+        }
+        let _ = std::fs::remove_file(self.status_path(center));
+    }
+
+    pub fn status_path(&self, center: usize) -> PathBuf {
+        self.dir.join(format!("dc{center}.json"))
+    }
+
+    /// The status of each running center (None: not running or no status yet).
+    pub fn statuses(&mut self) -> Vec<Option<Value>> {
+        (1..=3)
+            .map(|c| {
+                if let Some(child) = self.nodes[c - 1].as_mut() {
+                    if let Ok(Some(exit)) = child.try_wait() {
+                        panic!("DC{c} exited ({exit}); log:\n{}", self.log(c));
+                    }
+                } else {
+                    return None;
+                }
+                std::fs::read(self.status_path(c)).ok().and_then(|b| serde_json::from_slice(&b).ok())
+            })
+            .collect()
+    }
+
+    pub fn log(&self, center: usize) -> String {
+        let text = std::fs::read_to_string(self.dir.join(format!("dc{center}.log"))).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+
+    pub fn wait(
+        &mut self,
+        what: &str,
+        seconds: u64,
+        mut done: impl FnMut(&[Option<Value>]) -> bool,
+    ) -> Duration {
+        let started = Instant::now();
+        loop {
+            let s = self.statuses();
+            if done(&s) {
+                return started.elapsed();
+            }
+            if started.elapsed() > Duration::from_secs(seconds) {
+                panic!(
+                    "waited {seconds} s for {what}; statuses: {s:?}\nDC1:\n{}\nDC2:\n{}\nDC3:\n{}",
+                    self.log(1),
+                    self.log(2),
+                    self.log(3)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn leader(&mut self) -> usize {
+        let s = self.statuses();
+        (1..=3)
+            .find(|c| s[c - 1].as_ref().is_some_and(|s| s["leader"] == true))
+            .unwrap_or_else(|| panic!("no leader: {s:?}"))
+    }
+
+    /// `rtgs load` with these extra arguments, in the background.
+    pub fn load_spawn(&self, run_id: &str, args: &[&str]) -> Child {
+        let child = Command::new(BIN)
+            .args(["load", "--json", "--topic-prefix", &self.prefix, "--run-id", run_id])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start rtgs load: {e}"));
+        self.loads.borrow_mut().push(child.id());
+        child
+    }
+
+    pub fn load_finish(&self, child: Child) -> Value {
+        let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "rtgs load did not report ({e}): {}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        eprintln!("load report: {report}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if !stderr.trim().is_empty() {
+            eprintln!("load said:\n{stderr}");
+        }
+        report
+    }
+
+    /// All three running centers applied the same seq and finalized everything up to it.
+    pub fn wait_converged(&mut self, seconds: u64) -> Duration {
+        self.wait("the three centers to converge", seconds, |s| {
+            let applied: Vec<u64> =
+                s.iter().flatten().map(|s| s["seq_committed"].as_u64().unwrap_or(0)).collect();
+            let unfinal: Vec<u64> =
+                s.iter().flatten().map(|s| s["seq_unfinal_first"].as_u64().unwrap_or(0)).collect();
+            applied.len() == 3
+                && applied.iter().all(|a| *a == applied[0] && *a > 0)
+                && unfinal.iter().all(|u| *u > applied[0])
+        })
+    }
+
+    /// `rtgs reconcile` says the three databases agree.
+    pub fn reconcile(&self) {
+        let out = Command::new(BIN)
+            .args(["reconcile", "--json", "--db-prefix", &format!("{}_dc", self.prefix)])
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let report: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("reconcile: {e}: {}", String::from_utf8_lossy(&out.stderr)));
+        assert!(out.status.success() && report["ok"] == true, "the centers do not reconcile: {report}");
+        let hashes: Vec<&Value> = report["centers"]
+            .as_array()
+            .map(|c| c.iter().map(|c| &c["state_hash"]).collect())
+            .unwrap_or_default();
+        assert_eq!(hashes.len(), 3);
+        assert!(hashes.iter().all(|h| *h == hashes[0]), "state hashes differ: {report}");
+    }
+
+    /// Every `RUN-T<i>` for i < n is applied exactly once in every center and is final there.
+    pub fn assert_exactly_once_and_final(&self, run_id: &str, n: u64) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"));
+        rt.block_on(async {
+            let pg = rtgs_pg::dev::PgSettings::from_env();
+            for c in 1..=3 {
+                let db = format!("{}_dc{c}", self.prefix);
+                let pool = rtgs_pg::pool(&pg.host, pg.port, &pg.user, &pg.password, &db, 1)
+                    .unwrap_or_else(|e| panic!("{e}"));
+                let client = pool.get().await.unwrap_or_else(|e| panic!("{db}: {e}"));
+                let pattern = format!("{run_id}-T%");
+                let row = client
+                    .query_one(
+                        "SELECT count(*), count(DISTINCT bmi),
+                                count(*) FILTER (WHERE NOT EXISTS (
+                                    SELECT 1 FROM finality f WHERE e.seq BETWEEN f.seq_first AND f.seq_last))
+                           FROM applied_entry e WHERE bmi LIKE $1",
+                        &[&pattern],
+                    )
+                    .await
+                    .unwrap_or_else(|e| panic!("{db}: {e}"));
+                let (rows, distinct, unfinal): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
+                assert_eq!(rows as u64, n, "{db}: {rows} applied entries for {n} submitted transfers");
+                assert_eq!(distinct, rows, "{db}: a bmi was applied twice");
+                assert_eq!(unfinal, 0, "{db}: {unfinal} applied transfers are not recorded final");
+            }
+        });
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            // The drill failed: what the nodes said is the first thing to read.
+            for c in 1..=3 {
+                let log = std::fs::read_to_string(self.dir.join(format!("dc{c}.log"))).unwrap_or_default();
+                let lines: Vec<&str> = log.lines().collect();
+                eprintln!("---- last lines of DC{c}'s log ({}) ----", self.dir.display());
+                for line in &lines[lines.len().saturating_sub(60)..] {
+                    eprintln!("{line}");
+                }
+            }
+        }
+        for c in 1..=3 {
+            self.kill9(c);
+        }
+        for pid in self.loads.borrow().iter() {
+            // Finished loads are gone already; a failed drill's load is stopped here.
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).stderr(Stdio::null()).status();
+        }
+    }
+}
+
+pub fn lock() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+pub fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// One signed request over plain HTTP/1.1 (a new connection, `connection: close`): the status
+/// and the body as text. The timestamp carries a nonce, so that two requests in one second
+/// differ (a signed write is accepted once).
+pub fn http_signed(
+    addr: std::net::SocketAddr,
+    key: &str,
+    secret: &str,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> (u16, String) {
+    use std::io::{Read, Write};
+    static NONCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NONCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let ts = format!("{now}.t{n}");
+    let signature = rtgs_api::auth::sign(secret.as_bytes(), method, path, &ts, body.as_bytes());
+    let mut stream = std::net::TcpStream::connect(addr).unwrap_or_else(|e| panic!("{addr}: {e}"));
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\nx-rtgs-key: {key}\r\nx-rtgs-timestamp: {ts}\r\nx-rtgs-signature: {signature}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap_or_else(|e| panic!("{e}"));
+    let status = response.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, response.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_string())
+}
