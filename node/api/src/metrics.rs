@@ -23,6 +23,15 @@ const METADATA: Metadata<'static> = Metadata::new("rtgs_api", Level::INFO, Some(
 pub struct Metrics {
     recorder: PrometheusRecorder,
     handle: PrometheusHandle,
+    /// The handles of each (endpoint, status) seen: a request then costs one read-locked lookup,
+    /// not the key's strings and the registry's hashing (routes and statuses are few).
+    per_request: std::sync::RwLock<std::collections::HashMap<String, Vec<(u16, RequestHandles)>>>,
+}
+
+#[derive(Clone)]
+struct RequestHandles {
+    count: metrics::Counter,
+    latency: metrics::Histogram,
 }
 
 impl Default for Metrics {
@@ -35,7 +44,7 @@ impl Default for Metrics {
         };
         let recorder = builder.build_recorder();
         let handle = recorder.handle();
-        let metrics = Metrics { recorder, handle };
+        let metrics = Metrics { recorder, handle, per_request: Default::default() };
         // Every counter exists from the start at 0: `increase()`/`rate()` and the alert rules
         // then see the first event as an increase, and dashboards show 0 instead of nothing.
         metrics.finals(0, 0);
@@ -51,11 +60,25 @@ fn key(name: &'static str, labels: &[(&'static str, String)]) -> Key {
 
 impl Metrics {
     pub fn request(&self, endpoint: &str, status: u16, latency: Duration) {
-        let endpoint = endpoint.to_string();
-        let labels = [("endpoint", endpoint.clone()), ("status", status.to_string())];
-        self.recorder.register_counter(&key("rtgs_ingress_requests_total", &labels), &METADATA).increment(1);
-        let latency_key = key("rtgs_ingress_latency_seconds", &[("endpoint", endpoint)]);
-        self.recorder.register_histogram(&latency_key, &METADATA).record(latency.as_secs_f64());
+        let cached = {
+            let map = self.per_request.read().unwrap_or_else(|e| e.into_inner());
+            map.get(endpoint).and_then(|v| v.iter().find(|(s, _)| *s == status).map(|(_, h)| h.clone()))
+        };
+        let handles = match cached {
+            Some(h) => h,
+            None => {
+                let labels = [("endpoint", endpoint.to_string()), ("status", status.to_string())];
+                let count = self.recorder.register_counter(&key("rtgs_ingress_requests_total", &labels), &METADATA);
+                let latency_key = key("rtgs_ingress_latency_seconds", &[("endpoint", endpoint.to_string())]);
+                let latency = self.recorder.register_histogram(&latency_key, &METADATA);
+                let h = RequestHandles { count, latency };
+                let mut map = self.per_request.write().unwrap_or_else(|e| e.into_inner());
+                map.entry(endpoint.to_string()).or_default().push((status, h.clone()));
+                h
+            }
+        };
+        handles.count.increment(1);
+        handles.latency.record(latency.as_secs_f64());
     }
 
     /// One batch of final notices.

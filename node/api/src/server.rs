@@ -364,9 +364,10 @@ async fn authenticated_up_to(
 /// Counts every request by route and status, and times it.
 async fn track(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
     let started = std::time::Instant::now();
-    let endpoint = request.extensions().get::<MatchedPath>().map_or("unmatched", |p| p.as_str()).to_string();
+    let endpoint = request.extensions().get::<MatchedPath>().cloned();
     let response = next.run(request).await;
-    state.metrics.request(&endpoint, response.status().as_u16(), started.elapsed());
+    let endpoint = endpoint.as_ref().map_or("unmatched", |p| p.as_str());
+    state.metrics.request(endpoint, response.status().as_u16(), started.elapsed());
     response
 }
 

@@ -13,6 +13,9 @@
 //!
 //! `anyhow` lives only here, at the binary's edge; the libraries return typed errors.
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod collect;
 mod demo;
 mod http_load;
