@@ -68,7 +68,8 @@ impl Metrics {
             Some(h) => h,
             None => {
                 let labels = [("endpoint", endpoint.to_string()), ("status", status.to_string())];
-                let count = self.recorder.register_counter(&key("rtgs_ingress_requests_total", &labels), &METADATA);
+                let count =
+                    self.recorder.register_counter(&key("rtgs_ingress_requests_total", &labels), &METADATA);
                 let latency_key = key("rtgs_ingress_latency_seconds", &[("endpoint", endpoint.to_string())]);
                 let latency = self.recorder.register_histogram(&latency_key, &METADATA);
                 let h = RequestHandles { count, latency };

@@ -150,6 +150,12 @@ fn collection_sweeps_agree_across_centers_and_survive_a_kill9() {
     // nothing — plugin entries the restarted center applies on top of its restored state.
     let seq_before = c.plugin_rows()[0].0;
     c.collect(2);
+    // `collect` sees round 1's figures already met and returns once RunNow is submitted: wait
+    // until the round's entries are applied everywhere (leadership may be moving after the
+    // restart, so the RunNow can sit in the inbound topic for a few seconds).
+    c.wait("the second cycle's entries in every center", 60, |s| {
+        s.iter().all(|s| s.as_ref().is_some_and(|s| u(&s["seq_committed"]) > seq_before as u64))
+    });
     c.wait_converged(30);
     let rows = c.plugin_rows();
     assert!(rows[0].0 > seq_before, "the second cycle journaled nothing: {rows:?}");
