@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 echo "== cargo test --workspace"
-cargo test --workspace
+cargo test --workspace --no-fail-fast
 
 if [ "${RTGS_LOOM:-1}" != "0" ]; then
   echo "== loom model check of the gap buffer (RUSTFLAGS=--cfg loom)"
