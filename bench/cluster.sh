@@ -23,7 +23,7 @@ DIR=$(mktemp -d /tmp/$P.XXXX)
 echo "bench/cluster.sh: prefix $P, logs in $DIR" >&2
 start() { # center
   CENTER_ID=$1 CENTER_COUNT=3 RTGS_DB=${P}_dc$1 RTGS_SEQ_DB=${P}_seq RTGS_TOPIC_PREFIX=$P \
-    RTGS_STATUS_FILE=$DIR/dc$1.json RTGS_STATUS_INTERVAL_S=5 RTGS_NO_IDLE_TICK=true \
+    RTGS_STATUS_FILE=$DIR/dc$1.json RTGS_STATUS_INTERVAL_S=5 RTGS_NO_IDLE_TICK=true RTGS_METRICS_LISTEN=127.0.0.1:0 \
     "$BIN" node >>"$DIR/dc$1.log" 2>&1 &
   echo $! >"$DIR/dc$1.pid"
 }

@@ -1,18 +1,53 @@
 //! `deploy/` against Debian's real Prometheus (installed through `scripts/infra-up.sh
-//! prometheus`; the test fails, never skips, if it cannot be): `promtool` accepts the scrape
-//! config and the alert rules, and a Prometheus loading those same rules and scraping a running
-//! `rtgs serve` reports a non-zero finality rate after signed transfers; every panel of the
-//! provisioned Grafana dashboard is valid PromQL there and reads a metric the server exposes.
+//! prometheus`; the tests fail, never skip, if it cannot be): `promtool` accepts the scrape
+//! config and the alert rules and passes their unit tests (`deploy/alerts_test.yml`);
+//!
+//! * a Prometheus loading those same rules and scraping a running `rtgs serve` reports a
+//!   non-zero finality rate after signed transfers, and every API panel of the provisioned
+//!   Grafana dashboard is valid PromQL there and reads a metric the server exposes;
+//! * three real `rtgs node` (PostgreSQL and the broker from `scripts/infra-up.sh`) under `rtgs
+//!   load`, scraped by a Prometheus with the deployed rules, show a non-zero finality rate, a
+//!   quorum latency p99, one sequencer leader and a lag for every center, and every node panel
+//!   of the dashboard (those selecting `job="rtgs-node"`) reads a metric the nodes expose;
+//! * (no servers needed) a node's `/metrics` names every series from the start and answers
+//!   loopback callers only.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 const DEPLOY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy");
 const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../api/participants.example.json");
 const SECRET_A: &str = "change-me-bank-a-0123456789";
+const BIN: &str = env!("CARGO_BIN_EXE_rtgs");
+/// One Prometheus (and cluster) at a time: they share two cores with the servers.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// Every series a node exports from its start (node/rtgs/src/node/metrics.rs).
+const NODE_METRICS: [&str; 19] = [
+    "rtgs_sequencer_batch_entries_bucket",
+    "rtgs_sequencer_entries_total",
+    "rtgs_sequencer_leader",
+    "rtgs_sequencer_epoch",
+    "rtgs_sequencer_leader_changes_total",
+    "rtgs_journal_lag_entries",
+    "rtgs_journal_applied_seq",
+    "rtgs_journal_committed_seq",
+    "rtgs_gap_timeouts_total",
+    "rtgs_gap_entries_pulled_total",
+    "rtgs_apply_latency_seconds_bucket",
+    "rtgs_commit_batch_seconds_bucket",
+    "rtgs_quorum_latency_seconds_bucket",
+    "rtgs_finality_total",
+    "rtgs_divergence_total",
+    "rtgs_finality_halted",
+    "rtgs_pg_retries_total",
+    "rtgs_notices_total",
+    "rtgs_quorum_latency_seconds_count",
+];
 
 struct Killed(Child);
 impl Drop for Killed {
@@ -80,10 +115,8 @@ fn transfer(addr: SocketAddr, i: u32) {
     assert_eq!(status, 202, "{answer}");
 }
 
-/// The value of a one-sample instant query, if any.
-fn query(prometheus: SocketAddr, expr: &str) -> Option<f64> {
-    let encoded: String = expr
-        .bytes()
+fn url_encode(expr: &str) -> String {
+    expr.bytes()
         .map(|b| {
             if b.is_ascii_alphanumeric() || b"_-.".contains(&b) {
                 (b as char).to_string()
@@ -91,39 +124,54 @@ fn query(prometheus: SocketAddr, expr: &str) -> Option<f64> {
                 format!("%{b:02X}")
             }
         })
-        .collect();
-    let (status, body) = http(prometheus, "GET", &format!("/api/v1/query?query={encoded}"), "", "");
-    if status != 200 {
-        return None;
-    }
-    let v: serde_json::Value = serde_json::from_str(body.trim()).ok()?;
-    v["data"]["result"][0]["value"][1].as_str()?.parse().ok()
+        .collect()
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map_or(0, |a| a.port())
+/// Every sample of an instant query: (labels, value); empty if it failed.
+fn query_all(prometheus: SocketAddr, expr: &str) -> Vec<(serde_json::Value, f64)> {
+    let (status, body) =
+        http(prometheus, "GET", &format!("/api/v1/query?query={}", url_encode(expr)), "", "");
+    let v: serde_json::Value = match serde_json::from_str(body.trim()) {
+        Ok(v) if status == 200 => v,
+        _ => return Vec::new(),
+    };
+    v["data"]["result"]
+        .as_array()
+        .map(|r| {
+            r.iter()
+                .filter_map(|s| Some((s["metric"].clone(), s["value"][1].as_str()?.parse().ok()?)))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
-#[test]
-fn deploy_config_and_rules_pass_promtool_and_prometheus_sees_finality() {
+/// The value of a one-sample instant query, if any.
+fn query(prometheus: SocketAddr, expr: &str) -> Option<f64> {
+    query_all(prometheus, expr).first().map(|(_, v)| *v)
+}
+
+/// `promtool` accepts the deployed config and rules, and the rules pass their unit tests.
+fn promtool_checks() {
     if let Err(e) = rtgs_pg::dev::start_infra("prometheus") {
         panic!("prometheus could not be installed, so this test cannot run: {e}");
     }
     promtool(&["check", "config", &format!("{DEPLOY}/prometheus.yml")]);
     promtool(&["check", "rules", &format!("{DEPLOY}/alerts.yml")]);
+    promtool(&["test", "rules", &format!("{DEPLOY}/alerts_test.yml")]);
+}
 
-    let dir: PathBuf = std::env::temp_dir().join(format!("rtgs-prometheus-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
-    let (_serve, addr) = serve(&dir.join("data"));
-    // The deployed rules, with a scrape target that is this test's server.
+/// A Prometheus on a free port with the deployed rules, scraping `targets` as job `job` every
+/// second.
+fn prometheus(dir: &Path, job: &str, targets: &[SocketAddr]) -> (Killed, SocketAddr) {
+    let targets: Vec<String> = targets.iter().map(|t| format!("\"{t}\"")).collect();
     let config = format!(
         "global: {{scrape_interval: 1s, evaluation_interval: 1s}}\nrule_files: [\"{DEPLOY}/alerts.yml\"]\n\
-         scrape_configs:\n  - job_name: rtgs\n    static_configs:\n      - targets: [\"{addr}\"]\n"
+         scrape_configs:\n  - job_name: {job}\n    static_configs:\n      - targets: [{}]\n",
+        targets.join(", ")
     );
     std::fs::write(dir.join("prometheus.yml"), config).unwrap_or_else(|e| panic!("{e}"));
     let web: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap_or_else(|e| panic!("{e}"));
-    let _prometheus = Killed(
+    let child = Killed(
         Command::new("prometheus")
             .arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
             .arg(format!("--storage.tsdb.path={}", dir.join("tsdb").display()))
@@ -133,6 +181,61 @@ fn deploy_config_and_rules_pass_promtool_and_prometheus_sees_finality() {
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start prometheus: {e}")),
     );
+    (child, web)
+}
+
+/// Every panel of the provisioned dashboard whose query selects `job="rtgs-node"` (`node`) or
+/// not (the API's) is valid PromQL to this Prometheus and reads a metric in `exposition`.
+fn check_dashboard(web: SocketAddr, exposition: &str, node: bool) -> usize {
+    let dashboard: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(format!("{DEPLOY}/grafana/dashboards/rtgs-overview.json"))
+            .unwrap_or_else(|e| panic!("{e}")),
+    )
+    .unwrap_or_else(|e| panic!("dashboard JSON: {e}"));
+    let panels = dashboard["panels"].as_array().cloned().unwrap_or_default();
+    let mut checked = 0;
+    for panel in &panels {
+        let targets = panel["targets"].as_array().cloned().unwrap_or_default();
+        assert!(!targets.is_empty(), "panel without a query: {panel}");
+        for t in targets {
+            let expr = t["expr"].as_str().unwrap_or_else(|| panic!("panel without expr: {panel}"));
+            if expr.contains("job=\"rtgs-node\"") != node {
+                continue;
+            }
+            checked += 1;
+            let path = format!("/api/v1/query?query={}", url_encode(expr));
+            let (status, body) = http(web, "GET", &path, "", "");
+            assert_eq!(status, 200, "{expr}: {body}");
+            for metric in expr
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .filter(|w| w.starts_with("rtgs_"))
+            {
+                let base = metric.trim_end_matches("_bucket");
+                assert!(
+                    exposition.contains(base),
+                    "{base} (panel {}) is not exposed by the server",
+                    panel["title"]
+                );
+            }
+        }
+    }
+    checked
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map_or(0, |a| a.port())
+}
+
+#[test]
+fn deploy_config_and_rules_pass_promtool_and_prometheus_sees_finality() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    promtool_checks();
+    let dir: PathBuf = std::env::temp_dir().join(format!("rtgs-prometheus-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let (_serve, addr) = serve(&dir.join("data"));
+    // The deployed rules, with a scrape target that is this test's server.
+    let (_prometheus, web) = prometheus(&dir, "rtgs", &[addr]);
     let deadline = Instant::now() + Duration::from_secs(90);
     let mut i = 0;
     let rate = loop {
@@ -153,43 +256,225 @@ fn deploy_config_and_rules_pass_promtool_and_prometheus_sees_finality() {
     assert_eq!(query(web, "up{job=\"rtgs\"}"), Some(1.0), "the target is not up");
     // The rules loaded are the deployed ones.
     let (_, rules) = http(web, "GET", "/api/v1/rules", "", "");
-    for name in ["RtgsDivergence", "RtgsFinalityStalled", "RtgsRejectionsHigh", "RtgsNodeDown"] {
+    for name in
+        ["RtgsDivergence", "RtgsFinalityStalled", "RtgsRejectionsHigh", "RtgsNodeDown", "RtgsQuorumLost"]
+    {
         assert!(rules.contains(name), "rule {name} not loaded: {rules}");
     }
-    // Every panel of the provisioned dashboard is valid PromQL to this Prometheus and reads
-    // metrics the server really exposes.
-    let dashboard: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(format!("{DEPLOY}/grafana/dashboards/rtgs-overview.json"))
-            .unwrap_or_else(|e| panic!("{e}")),
-    )
-    .unwrap_or_else(|e| panic!("dashboard JSON: {e}"));
+    // The API's panels read metrics the server really exposes.
     let (_, exposition) = http(addr, "GET", "/metrics", "", "");
-    let panels = dashboard["panels"].as_array().cloned().unwrap_or_default();
-    assert!(panels.len() >= 6, "dashboard has {} panels", panels.len());
-    for panel in &panels {
-        let targets = panel["targets"].as_array().cloned().unwrap_or_default();
-        assert!(!targets.is_empty(), "panel without a query: {panel}");
-        for t in targets {
-            let expr = t["expr"].as_str().unwrap_or_else(|| panic!("panel without expr: {panel}"));
-            let encoded: String = expr
-                .bytes()
-                .map(
-                    |b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") },
+    let checked = check_dashboard(web, &exposition, false);
+    assert!(checked >= 8, "only {checked} API queries in the dashboard");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A node's status file, parsed (None until written).
+fn status(path: &Path) -> Option<serde_json::Value> {
+    std::fs::read(path).ok().and_then(|b| serde_json::from_slice(&b).ok())
+}
+
+/// Three `rtgs node` with their own topics and databases, /metrics on free ports; killed on drop.
+struct Nodes {
+    prefix: String,
+    dir: PathBuf,
+    children: Vec<Killed>,
+}
+
+impl Nodes {
+    fn start(dir: &Path) -> Nodes {
+        if let Err(e) = rtgs_pg::dev::start_infra("all") {
+            panic!("PostgreSQL and the broker could not be started, so this test cannot run: {e}");
+        }
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() % 1_000_000_000);
+        let prefix = format!("metrics_{nanos}");
+        let children = (1..=3)
+            .map(|c| {
+                let log =
+                    std::fs::File::create(dir.join(format!("dc{c}.log"))).unwrap_or_else(|e| panic!("{e}"));
+                Killed(
+                    Command::new(BIN)
+                        .arg("node")
+                        .env("CENTER_ID", c.to_string())
+                        .env("CENTER_COUNT", "3")
+                        .env("PORT_OFFSET", (c - 1).to_string())
+                        .env("RTGS_DB", format!("{prefix}_dc{c}"))
+                        .env("RTGS_SEQ_DB", format!("{prefix}_seq"))
+                        .env("RTGS_TOPIC_PREFIX", &prefix)
+                        .env("RTGS_STATUS_FILE", dir.join(format!("dc{c}.json")))
+                        .env("RTGS_METRICS_LISTEN", "127.0.0.1:0")
+                        // Finality comes from the load only, not from idle ticks.
+                        .env("RTGS_NO_IDLE_TICK", "true")
+                        .stdout(Stdio::null())
+                        .stderr(log)
+                        .spawn()
+                        .unwrap_or_else(|e| panic!("cannot start {BIN} node: {e}")),
                 )
-                .collect();
-            let (status, body) = http(web, "GET", &format!("/api/v1/query?query={encoded}"), "", "");
-            assert_eq!(status, 200, "{expr}: {body}");
-            let metric = expr
-                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                .find(|w| w.starts_with("rtgs_"))
-                .unwrap_or_else(|| panic!("{expr} reads no rtgs_ metric"));
-            let base = metric.trim_end_matches("_bucket");
-            assert!(
-                exposition.contains(base),
-                "{base} (panel {}) is not exposed by the server",
-                panel["title"]
-            );
+            })
+            .collect();
+        Nodes { prefix, dir: dir.to_path_buf(), children }
+    }
+
+    fn logs(&self) -> String {
+        (1..=3)
+            .map(|c| {
+                let log = std::fs::read_to_string(self.dir.join(format!("dc{c}.log"))).unwrap_or_default();
+                let lines: Vec<&str> = log.lines().collect();
+                format!("---- DC{c} ----\n{}\n", lines[lines.len().saturating_sub(30)..].join("\n"))
+            })
+            .collect()
+    }
+
+    /// The three /metrics addresses, once every node runs and one leads the sequencer.
+    fn wait_ready(&mut self) -> Vec<SocketAddr> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            for (c, child) in self.children.iter_mut().enumerate() {
+                if let Ok(Some(exit)) = child.0.try_wait() {
+                    panic!("DC{} exited ({exit}):\n{}", c + 1, self.logs());
+                }
+            }
+            let s: Vec<_> = (1..=3).filter_map(|c| status(&self.dir.join(format!("dc{c}.json")))).collect();
+            let addrs: Vec<SocketAddr> =
+                s.iter().filter_map(|s| s["metrics_listen"].as_str()?.parse().ok()).collect();
+            if addrs.len() == 3 && s.iter().any(|s| s["leader"] == true) {
+                return addrs;
+            }
+            assert!(Instant::now() < deadline, "the nodes did not start: {s:?}\n{}", self.logs());
+            std::thread::sleep(Duration::from_millis(100));
         }
     }
+}
+
+#[test]
+fn three_nodes_under_load_export_finality_rate_and_quorum_latency_to_prometheus() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    promtool_checks();
+    let dir: PathBuf = std::env::temp_dir().join(format!("rtgs-node-metrics-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let mut nodes = Nodes::start(&dir);
+    let addrs = nodes.wait_ready();
+    let (_prometheus, web) = prometheus(&dir, "rtgs-node", &addrs);
+    let load = Command::new(BIN)
+        .args(["load", "--json", "--topic-prefix", &nodes.prefix, "--run-id", "M"])
+        .args(["--transfers", "40000", "--accounts", "500", "--rate", "4000", "--timeout-s", "60"])
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(dir.join("load.log")).unwrap_or_else(|e| panic!("{e}")))
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start rtgs load: {e}"));
+    let mut load = Killed(load);
+    let finality = "sum(rate(rtgs_finality_total{job=\"rtgs-node\",status=\"ACCC\"}[5s]))";
+    let quorum_p99 = "histogram_quantile(0.99, sum by (le) (rate(rtgs_quorum_latency_seconds_bucket{job=\"rtgs-node\"}[5s])))";
+    let deadline = Instant::now() + Duration::from_secs(45);
+    let (rate, p99) = loop {
+        let rate = query(web, finality).filter(|r| *r > 0.0);
+        let p99 = query(web, quorum_p99).filter(|q| q.is_finite() && *q > 0.0);
+        if let (Some(rate), Some(p99)) = (rate, p99) {
+            break (rate, p99);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "prometheus never saw finality ({rate:?}/s) and a quorum latency p99 ({p99:?} s)\n{}",
+            nodes.logs()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    eprintln!("prometheus: {rate:.0} entries final/s (sum of three centers), quorum latency p99 {p99:.3} s");
+    assert_eq!(query(web, "count(up{job=\"rtgs-node\"} == 1)"), Some(3.0), "not every node is scraped");
+    // Exactly one leader (leadership may still move once while the group forms).
+    let leaders = "sum(rtgs_sequencer_leader)";
+    while query(web, leaders) != Some(1.0) {
+        assert!(Instant::now() < deadline, "not exactly one sequencer leader: {:?}", query(web, leaders));
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert!(query(web, "sum(rtgs_sequencer_entries_total)").is_some_and(|n| n > 0.0), "nothing sequenced");
+    let apply_p99 = "histogram_quantile(0.99, sum by (le) (rate(rtgs_apply_latency_seconds_bucket[5s])))";
+    assert!(query(web, apply_p99).is_some_and(|q| q.is_finite() && q > 0.0), "no apply latency");
+    // Every node reports a lag for every center.
+    assert_eq!(query_all(web, "rtgs_journal_lag_entries").len(), 9, "lag series");
+    let mut stdout = Vec::new();
+    if let Some(mut out) = load.0.stdout.take() {
+        let _ = out.read_to_end(&mut stdout); // until the load exits
+    }
+    let report: serde_json::Value = serde_json::from_slice(&stdout).unwrap_or_else(|e| {
+        let said = std::fs::read_to_string(dir.join("load.log")).unwrap_or_default();
+        panic!("rtgs load did not report ({e}): {}\n{said}", String::from_utf8_lossy(&stdout))
+    });
+    assert_eq!(report["ok"], true, "the load did not finish: {report}");
+    // The rules loaded are the deployed ones, and none of the node alerts fires on a healthy cluster.
+    let (_, rules) = http(web, "GET", "/api/v1/rules", "", "");
+    for name in ["RtgsQuorumLost", "RtgsNoSequencerLeader", "RtgsGapTimeouts", "RtgsJournalLag"] {
+        assert!(rules.contains(name), "rule {name} not loaded: {rules}");
+    }
+    let firing = query_all(web, "ALERTS{alertstate=\"firing\"}");
+    assert!(firing.is_empty(), "alerts fire on a healthy cluster: {firing:?}");
+    let (_, exposition) = http(addrs[0], "GET", "/metrics", "", "");
+    let checked = check_dashboard(web, &exposition, true);
+    assert!(checked >= 10, "only {checked} node queries in the dashboard");
+    drop(nodes);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A non-loopback address of this host (the source address of a route out), if it has one.
+fn non_loopback_ip() -> Option<std::net::IpAddr> {
+    ["192.0.2.1:9", "10.255.255.1:9", "8.8.8.8:53"].iter().find_map(|to| {
+        let socket = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+        socket.connect(to).ok()?;
+        let ip = socket.local_addr().ok()?.ip();
+        (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
+    })
+}
+
+#[test]
+fn node_metrics_name_every_series_from_the_start_and_answer_loopback_only() {
+    // No servers: the node waits for PostgreSQL (on a port nothing listens on) and /metrics
+    // answers meanwhile. Listening on every address so that a non-loopback caller can try.
+    let port = free_port();
+    let nothing = free_port();
+    let mut node = Killed(
+        Command::new(BIN)
+            .arg("node")
+            .env("CENTER_ID", "2")
+            .env("CENTER_COUNT", "3")
+            .env("RTGS_METRICS_LISTEN", format!("0.0.0.0:{port}"))
+            .env("PGPORT", nothing.to_string())
+            .env("RTGS_BOOTSTRAP", format!("127.0.0.1:{nothing}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {BIN} node: {e}")),
+    );
+    let loopback: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap_or_else(|e| panic!("{e}"));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let exposition = loop {
+        let (status, body) = http(loopback, "GET", "/metrics", "", "");
+        if status == 200 {
+            break body;
+        }
+        if let Ok(Some(exit)) = node.0.try_wait() {
+            panic!("the node exited ({exit}) before /metrics answered");
+        }
+        assert!(Instant::now() < deadline, "/metrics never answered on {loopback} (status {status})");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    for name in NODE_METRICS {
+        assert!(exposition.contains(&format!("\n{name}{{")), "{name} is missing:\n{exposition}");
+    }
+    for line in [
+        "rtgs_sequencer_entries_total{center=\"DC2\"} 0",
+        "rtgs_finality_total{center=\"DC2\",status=\"RJCT\"} 0",
+    ] {
+        assert!(exposition.contains(line), "{line} is missing (counters start at 0):\n{exposition}");
+    }
+    for c in 1..=3 {
+        let lag = format!("rtgs_journal_lag_entries{{center=\"DC{c}\"}}");
+        assert!(exposition.contains(&lag), "{lag} is missing:\n{exposition}");
+    }
+    let ip =
+        non_loopback_ip().unwrap_or_else(|| panic!("this host has no non-loopback address to call from"));
+    let (status, body) = http(SocketAddr::new(ip, port), "GET", "/metrics", "", "");
+    assert_eq!(status, 403, "a caller from {ip} got: {body}");
+    assert!(!body.contains("rtgs_"), "metrics leaked to {ip}");
 }

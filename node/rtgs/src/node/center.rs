@@ -456,7 +456,8 @@ impl Reader {
 
     fn apply_ready(&mut self, gaps: &mut GapConsumer<Entry>, job: &mut Job) {
         let (ledger, plugins) = (&mut self.ledger, &mut self.plugins);
-        gaps.drain(usize::MAX, now_us(), |_, e| {
+        let (now, applied_before) = (now_us(), job.entries.len());
+        gaps.drain(usize::MAX, now, |_, e| {
             let mut a = ledger.apply(&e);
             // Plugin state is in the chained hash: the ack vouches for it (plugin_host docs).
             if let Some(digest) = plugins.as_mut().and_then(|p| p.apply(&e)) {
@@ -466,6 +467,8 @@ impl Reader {
             job.entries.push(e);
         });
         self.node.stats.seq_applied.store(self.ledger.seq_applied(), Ordering::Relaxed);
+        // Timestamps for the quorum latency, once per run of entries (metrics module docs).
+        self.node.metrics.applied(&job.entries[applied_before..], now);
     }
 }
 
@@ -515,9 +518,14 @@ impl Committer {
                 seq_notice_from: progress.seq_notice_from,
             };
             let last = job.applied.last().map(|a| a.seq);
+            let mut took = Duration::ZERO;
             loop {
+                let started = std::time::Instant::now();
                 match self.store.commit_batch_with(&commit, job.plugins.as_save()).await {
-                    Ok(()) => break,
+                    Ok(()) => {
+                        took = started.elapsed();
+                        break;
+                    }
                     Err(e @ (StoreError::Pg(_) | StoreError::Pool(_))) => {
                         node.stats.pg_retries.fetch_add(1, Ordering::Relaxed);
                         eprintln!("{}: commit: {e}; retrying until PostgreSQL answers", node.name);
@@ -535,6 +543,10 @@ impl Committer {
             if let Some(last) = last {
                 node.stats.seq_committed.store(last, Ordering::Relaxed);
                 node.stats.batches_committed.fetch_add(1, Ordering::Relaxed);
+                // `took` stays 0 for a commit settled by reading the watermark back: not timed.
+                if !took.is_zero() {
+                    node.metrics.committed(&job.entries, took, now_us());
+                }
                 // Acks only after the commit (mission.md §2.5).
                 for chunk in job.applied.chunks(COMMIT_BATCH_ENTRIES) {
                     publish_acks(&node, &self.producer, chunk).await?;

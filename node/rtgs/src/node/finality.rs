@@ -159,9 +159,16 @@ impl State {
     }
 
     fn settle(&mut self, node: &Node) {
+        let (mut settled, mut rejected) = (0, 0);
         for event in self.events.drain(..) {
             match event {
-                Finality::Final { seq, .. } => push_range(&mut self.ranges, seq, seq),
+                Finality::Final { seq, outcome, .. } => {
+                    push_range(&mut self.ranges, seq, seq);
+                    match outcome {
+                        Outcome::Accepted => settled += 1,
+                        Outcome::Rejected(_) => rejected += 1,
+                    }
+                }
                 Finality::Divergence { seq, center, first, reported } => {
                     node.stats.divergences.fetch_add(1, Ordering::Relaxed);
                     node.stats.halted.store(true, Ordering::Relaxed);
@@ -180,6 +187,8 @@ impl State {
         }
         node.stats.seq_unfinal_first.store(unfinal, Ordering::Relaxed);
         node.stats.finalized.store(self.finalizer.finalized_total(), Ordering::Relaxed);
+        // Once per ack message (a batch), whatever it finalized.
+        node.metrics.finalized(settled, rejected, unfinal, super::now_us());
     }
 
     /// The ack offset a restart resumes after.

@@ -16,6 +16,7 @@
 //! * [`plugins`] (with `--collection` only) — the reader's plugin host (digests folded into the
 //!   ledger hash, state committed with each batch), the owner's adapter task over this
 //!   process's chain simulator, and the owner failure detector.
+//! * [`metrics`] — `GET /metrics` (Prometheus, loopback only) on 127.0.0.1:(9100 + PORT_OFFSET).
 //!
 //! Everything the node decides is in the core's state machines; these tasks only move bytes.
 //! Errors of the servers are retried with a pause (the node rides out a PostgreSQL restart);
@@ -24,6 +25,7 @@
 pub mod api;
 pub mod center;
 pub mod finality;
+pub mod metrics;
 pub mod plugins;
 pub mod sequencer;
 
@@ -45,8 +47,8 @@ pub struct NodeArgs {
     /// Number of centers in the cluster (quorum = floor(N/2) + 1).
     #[arg(long, env = "CENTER_COUNT", default_value_t = 3)]
     pub center_count: usize,
-    /// Offset added to this node's listening ports (reserved for the HTTP API and /metrics of
-    /// issue 4; the node listens on no port yet).
+    /// Offset added to this node's listening ports: the HTTP API (with --api-config) on
+    /// 8080 + PORT_OFFSET, /metrics on 9100 + PORT_OFFSET.
     #[arg(long, env = "PORT_OFFSET", default_value_t = 0)]
     pub port_offset: u16,
     /// Kafka bootstrap servers.
@@ -82,6 +84,8 @@ pub struct NodeArgs {
     pub plugins: plugins::PluginArgs,
     #[command(flatten)]
     pub api: api::ApiArgs,
+    #[command(flatten)]
+    pub metrics: metrics::MetricsArgs,
 }
 
 /// Everything the tasks share: settings and counters (read by the status reporter).
@@ -97,6 +101,7 @@ pub struct Node {
     pub stats: Stats,
     /// With the HTTP API: every applied entry goes to its read model (in seq order).
     pub read_feed: Option<tokio::sync::mpsc::Sender<Vec<rtgs_core::entry::Entry>>>,
+    pub metrics: metrics::Metrics,
 }
 
 impl Node {
@@ -181,6 +186,7 @@ impl Node {
         map.insert("pid".into(), std::process::id().into());
         map.insert("leader".into(), s.leader.load(Ordering::Relaxed).into());
         map.insert("halted".into(), s.halted.load(Ordering::Relaxed).into());
+        map.insert("metrics_listen".into(), self.metrics.listen().map(|a| a.to_string()).into());
         for (name, counter) in counters {
             map.insert(name.into(), counter.load(Ordering::Relaxed).into());
         }
@@ -294,7 +300,11 @@ async fn serve(args: NodeArgs) -> anyhow::Result<ExitCode> {
         idle_tick: !args.no_idle_tick,
         stats: Stats::default(),
         read_feed: feed_tx,
+        metrics: metrics::Metrics::new(&name, args.center_count),
     });
+    // /metrics answers from the start (also while the servers are awaited).
+    let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(metrics::serve(Arc::clone(&node), metrics::bind(&args.metrics, args.port_offset).await?));
     eprintln!(
         "{name}: starting (center {} of {}, journal {}, database {db}, sequencer database {}, broker {})",
         args.center_id, args.center_count, node.topics.journal, args.seq_db, args.bootstrap
@@ -316,7 +326,6 @@ async fn serve(args: NodeArgs) -> anyhow::Result<ExitCode> {
     let api_prepared = api::prepare(&args.api, &center_pool).await?;
     let (notice_tx, notice_rx) = tokio::sync::mpsc::channel(64);
     let shared = Arc::new(finality::Shared::default());
-    let mut tasks = tokio::task::JoinSet::new();
     let plugin_host = plugins::host(node.center, &args.plugins);
     let (effects_tx, effects_rx) = tokio::sync::mpsc::channel(plugins::EFFECT_QUEUE_BATCHES);
     if plugin_host.is_some() {

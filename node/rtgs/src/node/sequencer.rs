@@ -368,6 +368,7 @@ async fn record_and_publish(
     }
     l.inbound_offset = l.inbound_offset.max(inbound_offset);
     node.stats.seq_sequenced.store(batch.seq_last, Ordering::Relaxed);
+    node.metrics.sequenced(entries.len());
     let frames = Arc::new(batch.frames);
     let delivery = send(node, producer, batch.seq_first, &frames);
     l.in_flight.push_back(InFlight { seq_first: batch.seq_first, frames, delivery });

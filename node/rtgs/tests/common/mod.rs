@@ -66,6 +66,8 @@ impl Cluster {
             .env("RTGS_TOPIC_PREFIX", &self.prefix)
             .env("RTGS_STATUS_FILE", self.status_path(center))
             .env("RTGS_STATUS_INTERVAL_S", "2")
+            // Any free port: drills never collide with a cluster on the default 9100 + N.
+            .env("RTGS_METRICS_LISTEN", "127.0.0.1:0")
             // Quiescent after the load, so that the databases can be compared exactly.
             .env("RTGS_NO_IDLE_TICK", "true")
             .stdout(Stdio::null())
