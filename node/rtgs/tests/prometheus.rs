@@ -16,15 +16,14 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+mod common;
+use common::BIN;
 
 const DEPLOY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy");
 const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../api/participants.example.json");
 const SECRET_A: &str = "change-me-bank-a-0123456789";
-const BIN: &str = env!("CARGO_BIN_EXE_rtgs");
-/// One Prometheus (and cluster) at a time: they share two cores with the servers.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// Every series a node exports from its start (node/rtgs/src/node/metrics.rs).
 const NODE_METRICS: [&str; 19] = [
@@ -248,7 +247,8 @@ fn free_port() -> u16 {
 
 #[test]
 fn deploy_config_and_rules_pass_promtool_and_prometheus_sees_finality() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    // One Prometheus (and cluster) at a time: they share two cores with the servers.
+    let _one = common::lock();
     promtool_checks();
     let dir: PathBuf = std::env::temp_dir().join(format!("rtgs-prometheus-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -288,103 +288,30 @@ fn deploy_config_and_rules_pass_promtool_and_prometheus_sees_finality() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A node's status file, parsed (None until written).
-fn status(path: &Path) -> Option<serde_json::Value> {
-    std::fs::read(path).ok().and_then(|b| serde_json::from_slice(&b).ok())
-}
-
-/// Three `rtgs node` with their own topics and databases, /metrics on free ports; killed on drop.
-struct Nodes {
-    prefix: String,
-    dir: PathBuf,
-    children: Vec<Killed>,
-}
-
-impl Nodes {
-    fn start(dir: &Path) -> Nodes {
-        if let Err(e) = rtgs_pg::dev::start_infra("all") {
-            panic!("PostgreSQL and the broker could not be started, so this test cannot run: {e}");
-        }
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() % 1_000_000_000);
-        let prefix = format!("metrics_{nanos}");
-        let children = (1..=3)
-            .map(|c| {
-                let log =
-                    std::fs::File::create(dir.join(format!("dc{c}.log"))).unwrap_or_else(|e| panic!("{e}"));
-                Killed(
-                    Command::new(BIN)
-                        .arg("node")
-                        .env("CENTER_ID", c.to_string())
-                        .env("CENTER_COUNT", "3")
-                        .env("PORT_OFFSET", (c - 1).to_string())
-                        .env("RTGS_DB", format!("{prefix}_dc{c}"))
-                        .env("RTGS_SEQ_DB", format!("{prefix}_seq"))
-                        .env("RTGS_TOPIC_PREFIX", &prefix)
-                        .env("RTGS_STATUS_FILE", dir.join(format!("dc{c}.json")))
-                        .env("RTGS_METRICS_LISTEN", "127.0.0.1:0")
-                        // Finality comes from the load only, not from idle ticks.
-                        .env("RTGS_NO_IDLE_TICK", "true")
-                        .stdout(Stdio::null())
-                        .stderr(log)
-                        .spawn()
-                        .unwrap_or_else(|e| panic!("cannot start {BIN} node: {e}")),
-                )
-            })
-            .collect();
-        Nodes { prefix, dir: dir.to_path_buf(), children }
-    }
-
-    fn logs(&self) -> String {
-        (1..=3)
-            .map(|c| {
-                let log = std::fs::read_to_string(self.dir.join(format!("dc{c}.log"))).unwrap_or_default();
-                let lines: Vec<&str> = log.lines().collect();
-                format!("---- DC{c} ----\n{}\n", lines[lines.len().saturating_sub(30)..].join("\n"))
-            })
-            .collect()
-    }
-
-    /// The three /metrics addresses, once every node runs and one leads the sequencer.
-    fn wait_ready(&mut self) -> Vec<SocketAddr> {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            for (c, child) in self.children.iter_mut().enumerate() {
-                if let Ok(Some(exit)) = child.0.try_wait() {
-                    panic!("DC{} exited ({exit}):\n{}", c + 1, self.logs());
-                }
-            }
-            let s: Vec<_> = (1..=3).filter_map(|c| status(&self.dir.join(format!("dc{c}.json")))).collect();
-            let addrs: Vec<SocketAddr> =
-                s.iter().filter_map(|s| s["metrics_listen"].as_str()?.parse().ok()).collect();
-            if addrs.len() == 3 && s.iter().any(|s| s["leader"] == true) {
-                return addrs;
-            }
-            assert!(Instant::now() < deadline, "the nodes did not start: {s:?}\n{}", self.logs());
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
 #[test]
 fn three_nodes_under_load_export_finality_rate_and_quorum_latency_to_prometheus() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    // One Prometheus (and cluster) at a time: they share two cores with the servers.
+    let _one = common::lock();
     promtool_checks();
     let dir: PathBuf = std::env::temp_dir().join(format!("rtgs-node-metrics-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
-    let mut nodes = Nodes::start(&dir);
-    let addrs = nodes.wait_ready();
+    let mut nodes = common::Cluster::new("metrics");
+    nodes.start_all();
+    // Each node's /metrics is on a free port (the harness sets RTGS_METRICS_LISTEN=127.0.0.1:0).
+    let addrs: Vec<SocketAddr> = nodes
+        .statuses()
+        .iter()
+        .map(|s| {
+            let listen = s.as_ref().and_then(|s| s["metrics_listen"].as_str()).unwrap_or_default();
+            listen.parse().unwrap_or_else(|e| panic!("metrics_listen {listen:?}: {e}"))
+        })
+        .collect();
     let (_prometheus, web) = prometheus(&dir, "rtgs-node", &addrs);
-    let load = Command::new(BIN)
-        .args(["load", "--json", "--topic-prefix", &nodes.prefix, "--run-id", "M"])
-        .args(["--transfers", "40000", "--accounts", "500", "--rate", "4000", "--timeout-s", "60"])
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(dir.join("load.log")).unwrap_or_else(|e| panic!("{e}")))
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start rtgs load: {e}"));
-    let mut load = Killed(load);
+    let load = nodes.load_spawn(
+        "M",
+        &["--transfers", "40000", "--accounts", "500", "--rate", "4000", "--timeout-s", "60"],
+    );
     let finality = "sum(rate(rtgs_finality_total{job=\"rtgs-node\",status=\"ACCC\"}[5s]))";
     let quorum_p99 = "histogram_quantile(0.99, sum by (le) (rate(rtgs_quorum_latency_seconds_bucket{job=\"rtgs-node\"}[5s])))";
     let deadline = Instant::now() + Duration::from_secs(45);
@@ -396,8 +323,10 @@ fn three_nodes_under_load_export_finality_rate_and_quorum_latency_to_prometheus(
         }
         assert!(
             Instant::now() < deadline,
-            "prometheus never saw finality ({rate:?}/s) and a quorum latency p99 ({p99:?} s)\n{}",
-            nodes.logs()
+            "prometheus never saw finality ({rate:?}/s) and a quorum latency p99 ({p99:?} s)\n{}\n{}\n{}",
+            nodes.log(1),
+            nodes.log(2),
+            nodes.log(3)
         );
         std::thread::sleep(Duration::from_millis(500));
     };
@@ -414,14 +343,7 @@ fn three_nodes_under_load_export_finality_rate_and_quorum_latency_to_prometheus(
     assert!(query(web, apply_p99).is_some_and(|q| q.is_finite() && q > 0.0), "no apply latency");
     // Every node reports a lag for every center.
     assert_eq!(query_all(web, "rtgs_journal_lag_entries").len(), 9, "lag series");
-    let mut stdout = Vec::new();
-    if let Some(mut out) = load.0.stdout.take() {
-        let _ = out.read_to_end(&mut stdout); // until the load exits
-    }
-    let report: serde_json::Value = serde_json::from_slice(&stdout).unwrap_or_else(|e| {
-        let said = std::fs::read_to_string(dir.join("load.log")).unwrap_or_default();
-        panic!("rtgs load did not report ({e}): {}\n{said}", String::from_utf8_lossy(&stdout))
-    });
+    let report = nodes.load_finish(load);
     assert_eq!(report["ok"], true, "the load did not finish: {report}");
     // The rules loaded are the deployed ones, and every one evaluates without error over the
     // nodes' real series (a label-matching mistake in a rule shows up only here).
