@@ -1,8 +1,8 @@
 //! The node's Prometheus metrics: `GET /metrics` on `127.0.0.1:(9100 + PORT_OFFSET)` by default
 //! (`--metrics-listen` / `RTGS_METRICS_LISTEN`), loopback callers only (403 otherwise).
 //!
-//! 9100 + N, not 8080 + N: `rtgs serve` (and the node's HTTP API to come) own 8080 + N, so a
-//! node and an API can run side by side on one host with the same `PORT_OFFSET`. (9100 is also
+//! 9100 + N, not 8080 + N: `rtgs serve` and the node's own HTTP API (`--api-config`) own
+//! 8080 + N, and the API serves its own `/metrics` there (job `rtgs` in `deploy/`). (9100 is also
 //! node_exporter's default port: a host running one moves either.)
 //!
 //! One recorder per node (not the process-global one): no hidden global state, and tests can
@@ -43,13 +43,14 @@ use std::time::Duration;
 /// `/metrics` listens on `127.0.0.1:(METRICS_PORT_BASE + PORT_OFFSET)` unless told otherwise.
 pub const METRICS_PORT_BASE: u16 = 9100;
 /// Runs (sequencer batches) applied but not yet final that the quorum timeline remembers, and
-/// finality advances not yet applied here; beyond it the oldest are forgotten (their latency
-/// is then observed late, i.e. overstated, never lost from the count). 65,536 runs: minutes of
-/// traffic while finality is halted. Allocated at start.
+/// finality advances not yet applied here. Beyond it the oldest are forgotten: a forgotten run's
+/// quorum latency is never observed; for seqs of a forgotten advance the time they are applied
+/// stands in (overstated). 65,536: minutes of traffic while finality is halted. Allocated at
+/// start.
 const TIMELINE_RUNS_MAX: usize = 65_536;
 
-/// Latencies of entries (seconds): the target is final within 20 ms at p99; the tail shows
-/// failovers (≈ 8 s) and catch-up.
+/// Latencies of entries (seconds): milliseconds when idle, up to seconds under a flood (queueing);
+/// the tail shows failovers (≈ 8 s) and catch-up.
 const LATENCY_BUCKETS_S: [f64; 15] =
     [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 120.0];
 /// One PostgreSQL batch transaction (seconds).
@@ -230,10 +231,10 @@ pub struct Metrics {
     finality_rejected: Counter,
     /// `rtgs_journal_lag_entries`, index = center - 1.
     lag: Vec<Gauge>,
-    pub batch_entries: BatchHistogram,
-    pub apply_latency: BatchHistogram,
-    pub quorum_latency: BatchHistogram,
-    pub commit_batch: BatchHistogram,
+    batch_entries: BatchHistogram,
+    apply_latency: BatchHistogram,
+    quorum_latency: BatchHistogram,
+    commit_batch: BatchHistogram,
     timeline: Mutex<Timeline>,
     listen: OnceLock<SocketAddr>,
 }
