@@ -215,6 +215,7 @@ async fn load(args: &LoadArgs) -> anyhow::Result<Report> {
     // Setup: open, then fund (separate messages: funding needs the open applied first, and the
     // journal keeps their order).
     let mut setup_s = 0.0;
+    let mut setup_found_on_reread = 0;
     if !args.skip_setup {
         for (kind, offset) in [('O', 0usize), ('F', a)] {
             let commands: Vec<Command> = (0..a as u64)
@@ -232,15 +233,16 @@ async fn load(args: &LoadArgs) -> anyhow::Result<Report> {
                 submit(&producer, &topics.inbound, chunk, k as u64).await?;
             }
             let want = (offset + a) as u64;
-            while tracker.setup_finals.load(Ordering::Acquire) < want {
-                if Instant::now() > deadline {
-                    anyhow::bail!(
-                        "setup: only {} of {want} account operations final after {} s",
-                        tracker.setup_finals.load(Ordering::Acquire),
-                        args.timeout_s
-                    );
-                }
-                tokio::time::sleep(Duration::from_millis(10)).await;
+            let counter = &tracker.setup_finals;
+            setup_found_on_reread +=
+                wait_for_notices(args, &topics.notify, notify_from, &tracker, t0, deadline, counter, want)
+                    .await?;
+            if counter.load(Ordering::Acquire) < want {
+                anyhow::bail!(
+                    "setup: only {} of {want} account operations final after {} s",
+                    counter.load(Ordering::Acquire),
+                    args.timeout_s
+                );
             }
         }
         setup_s = t0.elapsed().as_secs_f64();
@@ -284,29 +286,17 @@ async fn load(args: &LoadArgs) -> anyhow::Result<Report> {
     // Wait for every notice. When none came for a while and some are missing, read the notice
     // topic again from the run's start: a notice the live reader skipped is then told apart from
     // one that was never published.
-    let mut found_on_reread = 0;
-    let mut progress = (tracker.finals.load(Ordering::Acquire), Instant::now());
-    let mut reread_at = None;
-    loop {
-        let finals = tracker.finals.load(Ordering::Acquire);
-        let now = Instant::now();
-        if finals >= n as u64 {
-            break;
-        }
-        if finals != progress.0 {
-            progress = (finals, now);
-        }
-        let stalled = now.duration_since(progress.1) >= REREAD_AFTER_STALL;
-        if (stalled || now >= deadline) && reread_at != Some(finals) {
-            reread_at = Some(finals);
-            found_on_reread += reread(args, &topics.notify, notify_from, &tracker, t0).await?;
-            continue;
-        }
-        if now >= deadline {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let found_on_reread = wait_for_notices(
+        args,
+        &topics.notify,
+        notify_from,
+        &tracker,
+        t0,
+        deadline,
+        &tracker.finals,
+        n as u64,
+    )
+    .await?;
     collector.abort();
 
     let mut hist = Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3)?;
@@ -350,7 +340,7 @@ async fn load(args: &LoadArgs) -> anyhow::Result<Report> {
         missing,
         missing_first,
         notices_repeated: tracker.repeated.load(Ordering::Acquire),
-        notices_found_on_reread: found_on_reread,
+        notices_found_on_reread: found_on_reread + setup_found_on_reread,
         setup_s,
         submit_s,
         elapsed_s,
@@ -402,6 +392,46 @@ async fn collect(consumer: StreamConsumer, tracker: Arc<Tracker>, t0: Instant) {
     }
 }
 
+/// Waits until `counter` reaches `want` or `deadline`. When no notice came for a while and some
+/// are missing, reads the notice topic again from the run's start: a notice the live reader
+/// skipped is then told apart from one that was never published. Returns how many the second
+/// reads found.
+#[allow(clippy::too_many_arguments)]
+async fn wait_for_notices(
+    args: &LoadArgs,
+    topic: &str,
+    from: i64,
+    tracker: &Tracker,
+    t0: Instant,
+    deadline: Instant,
+    counter: &AtomicU64,
+    want: u64,
+) -> anyhow::Result<u64> {
+    let mut found = 0;
+    let mut progress = (counter.load(Ordering::Acquire), Instant::now());
+    let mut reread_at = None;
+    loop {
+        let done = counter.load(Ordering::Acquire);
+        let now = Instant::now();
+        if done >= want {
+            return Ok(found);
+        }
+        if done != progress.0 {
+            progress = (done, now);
+        }
+        let stalled = now.duration_since(progress.1) >= REREAD_AFTER_STALL;
+        if (stalled || now >= deadline) && reread_at != Some(done) {
+            reread_at = Some(done);
+            found += reread(args, topic, from, tracker, t0).await?;
+            continue;
+        }
+        if now >= deadline {
+            return Ok(found);
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// A stall this long with transfers missing triggers a second read of the notice topic.
 const REREAD_AFTER_STALL: Duration = Duration::from_secs(10);
 
@@ -424,7 +454,8 @@ async fn reread(
     let mut tpl = TopicPartitionList::new();
     tpl.add_partition_offset(topic, 0, Offset::Offset(from))?;
     consumer.assign(&tpl)?;
-    let before = tracker.finals.load(Ordering::Acquire);
+    let count = || tracker.finals.load(Ordering::Acquire) + tracker.setup_finals.load(Ordering::Acquire);
+    let before = count();
     let repeated = tracker.repeated.load(Ordering::Acquire);
     let mut notices = Vec::new();
     let mut next = from;
@@ -440,7 +471,7 @@ async fn reread(
     }
     // What the second read saw again is not a repeat by the nodes.
     tracker.repeated.store(repeated, Ordering::Release);
-    let found = tracker.finals.load(Ordering::Acquire) - before;
+    let found = count() - before;
     eprintln!(
         "load: notices stalled at {before}; a second read of {topic} offsets {from}..{high} found {found} more"
     );
