@@ -47,6 +47,9 @@ pub const READ_MODEL_POLL: Duration = Duration::from_millis(20);
 /// before answering 503 `read_model_behind`.
 pub const READ_MODEL_WAIT: Duration = Duration::from_secs(2);
 
+/// How often the metrics' histogram samples are folded in when nobody scrapes.
+pub const METRICS_UPKEEP: Duration = Duration::from_secs(5);
+
 /// Smallest accepted participant secret (bytes).
 pub const SECRET_BYTES_MIN: usize = 16;
 

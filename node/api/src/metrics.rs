@@ -26,6 +26,7 @@ pub struct Metrics {
     /// The handles of each (endpoint, status) seen: a request then costs one read-locked lookup,
     /// not the key's strings and the registry's hashing (routes and statuses are few).
     per_request: std::sync::RwLock<std::collections::HashMap<String, Vec<(u16, RequestHandles)>>>,
+    last_upkeep: std::sync::Mutex<std::time::Instant>,
 }
 
 #[derive(Clone)]
@@ -44,7 +45,12 @@ impl Default for Metrics {
         };
         let recorder = builder.build_recorder();
         let handle = recorder.handle();
-        let metrics = Metrics { recorder, handle, per_request: Default::default() };
+        let metrics = Metrics {
+            recorder,
+            handle,
+            per_request: Default::default(),
+            last_upkeep: std::sync::Mutex::new(std::time::Instant::now()),
+        };
         // Every counter exists from the start at 0: `increase()`/`rate()` and the alert rules
         // then see the first event as an increase, and dashboards show 0 instead of nothing.
         metrics.finals(0, 0);
@@ -100,6 +106,15 @@ impl Metrics {
 
     pub fn divergence(&self) {
         self.recorder.register_counter(&key("rtgs_divergence_total", &[]), &METADATA).increment(1);
+    }
+
+    /// Folds the histograms' pending samples in, at most every [`crate::limits::METRICS_UPKEEP`].
+    pub fn upkeep_if_due(&self) {
+        let mut last = self.last_upkeep.lock().unwrap_or_else(|e| e.into_inner());
+        if last.elapsed() >= crate::limits::METRICS_UPKEEP {
+            self.handle.run_upkeep();
+            *last = std::time::Instant::now();
+        }
     }
 
     /// The text exposition, with the gauges set to the given values first.

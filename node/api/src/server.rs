@@ -207,6 +207,17 @@ impl Api {
                 }
             }
         });
+        {
+            // The exporter keeps histogram samples until they are folded in: without a scrape
+            // they would pile up (8 bytes per request), so fold them in every few seconds.
+            let (metrics, stop) = (Arc::clone(&state.metrics), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Acquire) {
+                    std::thread::sleep(crate::limits::METRICS_UPKEEP / 10);
+                    metrics.upkeep_if_due();
+                }
+            });
+        }
         let (model, reader_stop) = (Arc::clone(&state.read_model), Arc::clone(&stop));
         let reader = std::thread::spawn(move || match feed {
             Feed::Journal(dir) => model.run(dir, &reader_stop),
