@@ -2,8 +2,10 @@
 //! the embedded engine.
 //!
 //! A write is checked in this order, and the first failure answers: body size (413) →
-//! signature (401) → JSON shape (400) → field values (400) → ownership (403) → idempotency by
-//! `bmi` (422) → submit. Nothing reaches the engine unless every check passed.
+//! signature (401) → JSON shape (400) → field values (400) → ownership (403) → for a `bmi` not
+//! seen before, both accounts known and open (422 `unknown_account` / `account_closed`) →
+//! idempotency by `bmi` (422 `bmi_conflict`) → submit. Nothing reaches the engine unless every
+//! check passed.
 
 use crate::auth::{Keyring, Participant, SignedHeaders, HEADER_KEY, HEADER_SIGNATURE, HEADER_TIMESTAMP};
 use crate::checks::{parse_account_id, parse_amount, parse_bmi, parse_currency, parse_json};
@@ -446,6 +448,48 @@ fn validate(req: &TransferRequest) -> Result<(Bmi, Transfer), ApiError> {
     Ok((bmi, transfer))
 }
 
+/// Both accounts of a transfer exist and are open, as of everything already final: an unknown
+/// or closed account is bad input (422, nothing journaled). The ledger stays the judge — an
+/// account closed after this check is still rejected at apply (RJCT AC04) — so this only keeps
+/// plainly wrong requests out of the journal. Fast path without waiting; an account not found
+/// is looked up again once the read model has caught up (it may have been opened just now).
+/// A `bmi` the tracker knows is not checked: a retry gets its original answer, whatever happened
+/// to the accounts since.
+async fn check_accounts(state: &AppState, bmi: Bmi, t: &Transfer) -> Result<(), ApiError> {
+    if state.tracker.status(bmi).is_some() {
+        return Ok(());
+    }
+    let model = &state.read_model;
+    for caught_up in [false, true] {
+        if caught_up {
+            read_model_caught_up(model).await?;
+        }
+        let mut unknown = None;
+        for (role, id) in [("debtor", t.debtor), ("creditor", t.creditor)] {
+            let (account, _) = model
+                .account(id)
+                .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "read_model_failed", e))?;
+            match account {
+                None => unknown = Some((role, id)),
+                Some(a) if a.closed => {
+                    let message = format!("{role} account {} is closed", id.0);
+                    return Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "account_closed", message));
+                }
+                Some(_) => {}
+            }
+        }
+        match unknown {
+            None => return Ok(()),
+            Some((role, id)) if caught_up => {
+                let message = format!("{role} account {} does not exist", id.0);
+                return Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "unknown_account", message));
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}
+
 fn unavailable() -> ApiError {
     ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "the engine is stopped")
 }
@@ -585,6 +629,7 @@ async fn post_transfer(State(state): State<Arc<AppState>>, request: Request) -> 
         let message = format!("account {} is not one of this participant's accounts", transfer.debtor.0);
         return Err(ApiError::new(StatusCode::FORBIDDEN, "debtor_not_owned", message));
     }
+    check_accounts(&state, bmi, &transfer).await?;
     let seq = submit(&state, bmi, &participant.key_id, Payload::Transfer(transfer)).await?;
     Ok(accepted(bmi, seq))
 }
@@ -614,6 +659,7 @@ async fn post_transfer_batch(
             let message = format!("account {} is not one of this participant's accounts", transfer.debtor.0);
             return Err(at(ApiError::new(StatusCode::FORBIDDEN, "debtor_not_owned", message)));
         }
+        check_accounts(&state, bmi, &transfer).await.map_err(at)?;
         if !seen.insert(bmi) {
             return Err(at(ApiError::bad_request(
                 "duplicate_bmi",
@@ -735,6 +781,7 @@ async fn post_pacs008(State(state): State<Arc<AppState>>, request: Request) -> R
         let message = format!("account {} is not one of this participant's accounts", transfer.debtor.0);
         return Err(ApiError::new(StatusCode::FORBIDDEN, "debtor_not_owned", message));
     }
+    check_accounts(&state, bmi, &transfer).await?;
     let seq = submit(&state, bmi, &participant.key_id, Payload::Transfer(transfer)).await?;
     Ok(xml(StatusCode::ACCEPTED, iso20022::pacs002(bmi.as_str(), "ACSP", None, seq, now_s())))
 }

@@ -38,11 +38,7 @@ async fn a_transfer_settles_and_moves_the_balances() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rejected_transfer_reports_its_iso_reason() {
     let node = start(&fresh_dir("reject"), true).await;
-    let cases = [
-        ("R-FUNDS", 3, 1, "50.01", "AM04"),
-        ("R-UNKNOWN", 1, 77, "1.00", "AC01"),
-        ("R-SAME", 1, 1, "1.00", "AG01"),
-    ];
+    let cases = [("R-FUNDS", 3, 1, "50.01", "AM04"), ("R-SAME", 1, 1, "1.00", "AG01")];
     for (bmi, debtor, creditor, amount, reason) in cases {
         let (key, secret) = if debtor == 3 { ("bank-b", SECRET_B) } else { ("bank-a", SECRET_A) };
         let body = transfer(bmi, debtor, creditor, amount);
@@ -54,7 +50,7 @@ async fn a_rejected_transfer_reports_its_iso_reason() {
         assert_eq!((body["status"].as_str(), body["reason"].as_str()), (Some("RJCT"), Some(reason)), "{bmi}");
     }
     let bmis = node.finish().await;
-    assert_eq!(journaled(&bmis), ["R-FUNDS", "R-UNKNOWN", "R-SAME"]);
+    assert_eq!(journaled(&bmis), ["R-FUNDS", "R-SAME"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -155,6 +151,8 @@ async fn bad_input_gets_a_4xx_with_a_code_and_nothing_is_journaled() {
         ("bmi with a space", eur("B 15", "1.00"), 400, "invalid_bmi"),
         ("bmi too long", eur(&"B".repeat(36), "1.00"), 400, "invalid_bmi"),
         ("debtor of another participant", transfer("B-16", 3, 1, "1.00"), 403, "debtor_not_owned"),
+        ("unknown creditor", transfer("B-17", 1, 77, "1.00"), 422, "unknown_account"),
+        ("own debtor never opened", transfer("B-18", 9, 1, "1.00"), 422, "unknown_account"),
     ];
     for (name, body, want_status, want_code) in rows {
         let (status, answer) = node.as_a("POST", "/v1/transfers", &body).await;
@@ -276,7 +274,7 @@ async fn a_participant_reads_only_its_own_data() {
 async fn metrics_count_requests_by_route_and_status_and_finality_by_status() {
     let node = start(&fresh_dir("metrics"), true).await;
     assert_eq!(node.as_a("POST", "/v1/transfers", &transfer("M-1", 1, 2, "1.00")).await.0, 202);
-    assert_eq!(node.as_a("POST", "/v1/transfers", &transfer("M-2", 1, 77, "1.00")).await.0, 202);
+    assert_eq!(node.as_a("POST", "/v1/transfers", &transfer("M-2", 1, 2, "5000.00")).await.0, 202);
     assert_eq!(node.as_a("POST", "/v1/transfers", &transfer("M-3", 1, 2, "0")).await.0, 400);
     assert_eq!(node.as_a("POST", "/v1/transfers", &transfer("M-1", 1, 2, "1.00")).await.0, 202);
 
@@ -292,7 +290,7 @@ async fn metrics_count_requests_by_route_and_status_and_finality_by_status() {
     assert_eq!(value("rtgs_ingress_requests_total{", &[transfers, "status=\"400\""]), Some(1.0), "{text}");
     assert_eq!(value("rtgs_ingress_latency_seconds_count{", &[transfers]), Some(4.0), "{text}");
     assert!(value("rtgs_ingress_latency_seconds_bucket{", &[transfers, "le=\"0.02\""]).is_some(), "{text}");
-    // 7 setup entries and M-1 settled, M-2 rejected (AC01); the retry of M-1 was never submitted.
+    // 7 setup entries and M-1 settled, M-2 rejected (AM04); the retry of M-1 was never submitted.
     assert_eq!(value("rtgs_finality_total{", &["status=\"ACCC\""]), Some(8.0), "{text}");
     assert_eq!(value("rtgs_finality_total{", &["status=\"RJCT\""]), Some(1.0), "{text}");
     assert_eq!(value("rtgs_tracked_entries", &[]), Some(9.0), "{text}");

@@ -64,12 +64,12 @@ async fn a_pacs008_settles_and_its_pacs002_follows_it() {
             "bank-a",
             "POST",
             "/v1/iso20022/pacs008",
-            &pacs008("X-2", &tx("1", "77", "1.00", "EUR")),
+            &pacs008("X-2", &tx("1", "2", "5000.00", "EUR")),
         )
         .await;
     assert_eq!(status, 202);
     let (_, report) = node.send_signed_raw("bank-a", "GET", "/v1/iso20022/pacs002/X-2", b"").await;
-    assert!(report.contains("<TxSts>RJCT</TxSts>") && report.contains("<Cd>AC01</Cd>"), "{report}");
+    assert!(report.contains("<TxSts>RJCT</TxSts>") && report.contains("<Cd>AM04</Cd>"), "{report}");
     // Same BizMsgIdr, other content: 422, as for JSON.
     let (status, answer) = node
         .send_signed_raw(
@@ -129,6 +129,7 @@ async fn bad_pacs008_input_gets_a_4xx_with_its_code_and_nothing_is_journaled() {
             "invalid_field",
         ),
         ("not own debtor", pacs008("B-13", &tx("3", "2", "1.00", "EUR")), 403, "debtor_not_owned"),
+        ("unknown creditor", pacs008("B-14", &tx("1", "77", "1.00", "EUR")), 422, "unknown_account"),
         ("too large", vec![b' '; rtgs_api::limits::BODY_BYTES_MAX + 1], 413, "body_too_large"),
     ];
     for (name, body, want, code) in rows {
