@@ -25,6 +25,7 @@
 use crate::limits::{REPLAY_GUARD_ENTRIES_MAX, TIMESTAMP_SKEW_S_MAX};
 use hmac::{Hmac, Mac};
 use rtgs_core::entry::AccountId;
+use rtgs_core::hash::Prehashed;
 use sha2::Sha256;
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::fmt;
@@ -122,8 +123,10 @@ pub fn sign(secret: &[u8], method: &str, path: &str, timestamp: &str, body: &[u8
     hex::encode(mac(secret, method, path, timestamp, body).finalize().into_bytes())
 }
 
-/// Signatures (16-byte prefixes) remembered, and (timestamp, signature) in arrival order.
-type Remembered = (HashSet<u128>, VecDeque<(u64, u128)>);
+/// Signatures (16-byte prefixes) remembered, and (timestamp, signature) in arrival order. An
+/// HMAC output is uniformly distributed and cannot be chosen without the secret: its bytes are
+/// the hash ([`Prehashed`]), no second hashing.
+type Remembered = (HashSet<u128, Prehashed>, VecDeque<(u64, u128)>);
 
 /// Signatures of the writes accepted within the window (see the module docs).
 #[derive(Debug, Default)]

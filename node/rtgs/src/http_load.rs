@@ -51,6 +51,9 @@ pub struct HttpLoadArgs {
     /// Prefix of every bmi (default: derived from the clock).
     #[arg(long)]
     pub run_id: Option<String>,
+    /// Worker threads of the generator (it shares the machine with the server under test).
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -72,10 +75,10 @@ struct Report {
 }
 
 pub fn run(args: HttpLoadArgs) -> anyhow::Result<ExitCode> {
-    if args.connections == 0 || args.batch > 1_000 {
-        anyhow::bail!("--connections must be ≥ 1 and --batch at most 1000");
+    if args.connections == 0 || args.batch > 1_000 || args.threads == 0 {
+        anyhow::bail!("--connections and --threads must be ≥ 1 and --batch at most 1000");
     }
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(args.threads).enable_all().build()?;
     let report = rt.block_on(load(Arc::new(args)))?;
     println!("{}", serde_json::to_string_pretty(&report)?);
     Ok(if report.ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
