@@ -22,5 +22,5 @@ done
 grep -q "listening on" "$dir/serve.log" || { cat "$dir/serve.log" >&2; exit 1; }
 echo "== single transfers: $connections connections, $seconds s"
 "$bin" http-load --addr "$addr" --duration-s "$seconds" --connections "$connections"
-echo "== batches of 1,000 transfers: 16 connections, $seconds s"
-"$bin" http-load --addr "$addr" --duration-s "$seconds" --connections 16 --batch 1000
+echo "== batches of 1,000 transfers: 32 connections, $seconds s"
+"$bin" http-load --addr "$addr" --duration-s "$seconds" --connections 32 --batch 1000

@@ -19,7 +19,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
 #[derive(Args, Debug)]
@@ -216,14 +216,29 @@ async fn connection(
     Ok(report)
 }
 
-/// Reads one response: the status, and the body into `body` (by `content-length`).
+/// Reads one response: the status, and the body into `body` (by `content-length`). The head is
+/// found in the connection's buffer, not byte by byte.
 async fn read_response(stream: &mut BufReader<TcpStream>, body: &mut Vec<u8>) -> anyhow::Result<u16> {
-    let mut head = Vec::with_capacity(256);
+    let mut head: Vec<u8> = Vec::with_capacity(256);
     loop {
-        let b = stream.read_u8().await.context("reading a response")?;
-        head.push(b);
-        if head.ends_with(b"\r\n\r\n") {
-            break;
+        let buf = stream.fill_buf().await.context("reading a response")?;
+        if buf.is_empty() {
+            anyhow::bail!("the server closed the connection");
+        }
+        // The end of the head may straddle two reads: look from 3 bytes back.
+        let from = head.len().saturating_sub(3);
+        head.extend_from_slice(buf);
+        let n = buf.len();
+        match head[from..].windows(4).position(|w| w == b"\r\n\r\n") {
+            Some(at) => {
+                let end = from + at + 4;
+                // Give back what belongs to the body.
+                let used = n - (head.len() - end);
+                stream.consume(used);
+                head.truncate(end);
+                break;
+            }
+            None => stream.consume(n),
         }
         if head.len() > 16 * 1024 {
             anyhow::bail!("response head over 16 KiB");
