@@ -190,3 +190,42 @@ fn f_lost_journal_messages_are_pulled_from_the_outbox() {
     c.reconcile();
     c.assert_exactly_once_and_final("F", 20_000);
 }
+
+#[test]
+fn g_lost_ack_messages_with_one_center_down_are_published_again() {
+    let _one = lock();
+    let mut c = Cluster::new("g");
+    // Every center "loses" one in 5 of its ack messages. With a center down, each ack of the two
+    // others is needed: finality moves on only because a stalled center publishes its acks again.
+    for env in &mut c.extra_env {
+        env.push(("RTGS_FAULT_DROP_ACKS_ONE_IN".into(), "5".into()));
+    }
+    c.start_all();
+    let leader = c.leader();
+    let victim = if leader == 3 { 2 } else { 3 };
+    c.kill9(victim);
+    let origins = (1..=3).filter(|&x| x != victim).map(|x| x.to_string()).collect::<Vec<_>>().join(",");
+    let report = c.load_finish(c.load_spawn(
+        "G",
+        &[
+            "--transfers",
+            "20000",
+            "--accounts",
+            "500",
+            "--rate",
+            "10000",
+            "--timeout-s",
+            "180",
+            "--origins",
+            &origins,
+        ],
+    ));
+    assert_eq!(report["ok"], true, "finality did not get past the lost acks");
+    let s = c.statuses();
+    let reacks: u64 = s.iter().flatten().map(|s| u(&s["reacks"])).sum();
+    assert!(reacks > 0, "no center published its acks again: {s:?}");
+    c.start(victim);
+    c.wait_converged(120);
+    c.reconcile();
+    c.assert_exactly_once_and_final("G", 20_000);
+}

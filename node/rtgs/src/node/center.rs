@@ -255,6 +255,10 @@ async fn publish_acks(node: &Node, producer: &FutureProducer, acks: &[Applied]) 
     let Some(body) = wire::encode_acks(node.center, acks) else {
         anyhow::bail!("acks to publish are not contiguous (seq {:?})", acks.first().map(|a| a.seq));
     };
+    let n = node.ack_messages.fetch_add(1, Ordering::Relaxed) + 1;
+    if node.fault_drop_acks_one_in > 0 && n.is_multiple_of(node.fault_drop_acks_one_in) {
+        return Ok(()); // drill: this ack message is "lost"; finality must recover by re-acking
+    }
     loop {
         let record = FutureRecord::<(), _>::to(&node.topics.applied).payload(&body);
         match producer.send(record, Duration::from_secs(5)).await {
@@ -497,6 +501,17 @@ impl Committer {
                         Ok(next) => j.merge(next),
                         Err(_) => break,
                     }
+                }
+            }
+            if let Some(from) = self.shared.take_reack() {
+                // Finality stalls: this center's acks from there, again (committed ones only).
+                let store = &self.store;
+                let since =
+                    retry_pg(&node, "read acks to publish again", || store.applied_since(from)).await?;
+                let acks: Vec<Applied> =
+                    since.iter().map(|(a, _, _)| *a).take(super::finality::REACK_ENTRIES_MAX).collect();
+                for chunk in acks.chunks(COMMIT_BATCH_ENTRIES) {
+                    publish_acks(&node, &self.producer, chunk).await?;
                 }
             }
             let progress = self.shared.take();

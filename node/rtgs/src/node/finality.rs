@@ -28,7 +28,7 @@ use rtgs_kafka::wire::{self, Notice, NoticeStatus};
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 /// Notices per message: at most ~48 bytes each, so a message stays far below the 1 MB limit
@@ -65,6 +65,9 @@ pub struct Progress {
 #[derive(Default)]
 pub struct Shared {
     inner: Mutex<(Progress, bool)>,
+    /// Asked by the finality task when finality stalls: the committer publishes this center's
+    /// acks from this seq again (0: nothing asked).
+    reack_from: std::sync::atomic::AtomicU64,
 }
 
 impl Shared {
@@ -85,6 +88,12 @@ impl Shared {
         let ranges = std::mem::take(&mut g.0.ranges);
         Some(Progress { ranges, ..g.0.clone() })
     }
+    /// The seq to publish this center's acks again from, if the finality task asked.
+    pub fn take_reack(&self) -> Option<Seq> {
+        let from = self.reack_from.swap(0, Ordering::AcqRel);
+        (from > 0).then_some(from)
+    }
+
     /// The position without new ranges (for a commit of entries only).
     pub fn current(&self) -> Progress {
         let g = self.lock();
@@ -239,6 +248,9 @@ pub async fn run(
         committed_through: start.committed_through,
     };
     let mut acks = Vec::new();
+    // (oldest unfinal seq, since when): finality that does not move while this center has
+    // committed past it asks for this center's acks again (see [`REACK_AFTER`]).
+    let mut stall = (s.finalizer.seq_unfinal_first(), Instant::now());
     loop {
         tokio::select! {
             biased;
@@ -293,8 +305,36 @@ pub async fn run(
             node.stats.notices.fetch_add(chunk.len() as u64, Ordering::Relaxed);
         }
         let unfinal = s.finalizer.seq_unfinal_first();
+        if unfinal != stall.0 {
+            stall = (unfinal, Instant::now());
+        } else if stall.1.elapsed() >= REACK_AFTER
+            && !s.finalizer.is_halted()
+            && node.stats.seq_committed.load(Ordering::Relaxed) >= unfinal
+        {
+            shared.reack_from.store(unfinal, Ordering::Release);
+            node.stats.reacks.fetch_add(1, Ordering::Relaxed);
+            eprintln!(
+                "{}: finality has stood at seq {unfinal} for {} s with it committed here: publishing \
+                 this center's acks from there again",
+                node.name,
+                REACK_AFTER.as_secs()
+            );
+            stall.1 = Instant::now();
+        }
         let ack_offset = s.ack_offset();
         let notice_from = s.seq_notice_from();
         shared.publish(&mut s.ranges, unfinal, ack_offset, notice_from);
     }
 }
+
+/// Finality standing still this long while this center has committed the oldest unfinal seq
+/// makes it publish its acks from there again. An ack message that never reached the other
+/// centers (a broker or client that lost it) would otherwise stall finality for good whenever
+/// that ack is needed for the quorum — with one center down, every ack of the two others is.
+/// Acks are idempotent (a center's second ack of a seq is counted once), so the cost of a false
+/// alarm — two centers down, say — is one read of the unfinal entries and their acks again.
+pub const REACK_AFTER: Duration = Duration::from_secs(5);
+
+/// At most this many acks are published again per stall (the oldest first): enough to unblock
+/// finality; a later stall asks again.
+pub const REACK_ENTRIES_MAX: usize = 1 << 16;

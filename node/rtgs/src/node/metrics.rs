@@ -240,7 +240,7 @@ pub struct Metrics {
 }
 
 /// Counters mirrored from [`super::Stats`] when scraped: (name, help).
-const MIRRORED_COUNTERS: [(&str, &str); 6] = [
+const MIRRORED_COUNTERS: [(&str, &str); 7] = [
     ("rtgs_sequencer_leader_changes_total", "Times this node became the sequencer leader (takeovers)."),
     (
         "rtgs_gap_timeouts_total",
@@ -250,6 +250,7 @@ const MIRRORED_COUNTERS: [(&str, &str); 6] = [
     ("rtgs_divergence_total", "Divergences seen by this center's finalizer (finality halts at the first)."),
     ("rtgs_pg_retries_total", "PostgreSQL calls retried (server unreachable or failing)."),
     ("rtgs_notices_total", "Final notices published to this center's participants."),
+    ("rtgs_reacks_total", "Times finality stood still and this center published its acks again."),
 ];
 /// Gauges read from [`super::Stats`] when scraped: (name, help).
 const GAUGES: [(&str, &str); 5] = [
@@ -385,8 +386,15 @@ impl Metrics {
     pub fn render(&self, node: &Node) -> String {
         let s = &node.stats;
         let own = [("center", node.name.clone())];
-        let mirrored =
-            [&s.takeovers, &s.gap_pulls, &s.gap_entries_pulled, &s.divergences, &s.pg_retries, &s.notices];
+        let mirrored = [
+            &s.takeovers,
+            &s.gap_pulls,
+            &s.gap_entries_pulled,
+            &s.divergences,
+            &s.pg_retries,
+            &s.notices,
+            &s.reacks,
+        ];
         for ((name, _), value) in MIRRORED_COUNTERS.into_iter().zip(mirrored) {
             self.recorder
                 .register_counter(&key(name, &own), &METADATA)

@@ -76,6 +76,10 @@ pub struct NodeArgs {
     /// gap buffer must then pull the missing entries from the outbox). 0: off.
     #[arg(long, env = "RTGS_FAULT_DROP_JOURNAL_ONE_IN", default_value_t = 0, hide = true)]
     pub fault_drop_journal_one_in: u64,
+    /// Fault injection for drills: one in N of this center's ack messages is not published (as
+    /// if the broker lost it; finality must recover by publishing acks again). 0: off.
+    #[arg(long, env = "RTGS_FAULT_DROP_ACKS_ONE_IN", default_value_t = 0, hide = true)]
+    pub fault_drop_acks_one_in: u64,
     /// No idle Tick entries (`RTGS_NO_IDLE_TICK=true`; drills that compare quiescent databases; timers of plugins need
     /// ticks, so never in production).
     #[arg(long, env = "RTGS_NO_IDLE_TICK", hide = true)]
@@ -97,6 +101,9 @@ pub struct Node {
     pub bootstrap: String,
     group_prefix: Option<String>,
     pub fault_drop_journal_one_in: u64,
+    pub fault_drop_acks_one_in: u64,
+    /// Ack messages published (counts for the drop fault).
+    pub ack_messages: AtomicU64,
     pub idle_tick: bool,
     pub stats: Stats,
     /// With the HTTP API: every applied entry goes to its read model (in seq order).
@@ -153,6 +160,8 @@ pub struct Stats {
     pub gap_pulls: AtomicU64,
     pub gap_entries_pulled: AtomicU64,
     pub notices: AtomicU64,
+    /// Times finality stood still and this center published its acks again.
+    pub reacks: AtomicU64,
     pub refusals: AtomicU64,
     pub batches_committed: AtomicU64,
     pub pg_retries: AtomicU64,
@@ -164,7 +173,7 @@ impl Node {
     /// The status as JSON: every counter of [`Stats`] under its own name.
     fn status(&self) -> serde_json::Value {
         let s = &self.stats;
-        let counters: [(&str, &AtomicU64); 15] = [
+        let counters: [(&str, &AtomicU64); 16] = [
             ("epoch", &s.epoch),
             ("takeovers", &s.takeovers),
             ("seq_sequenced", &s.seq_sequenced),
@@ -180,6 +189,7 @@ impl Node {
             ("batches_committed", &s.batches_committed),
             ("pg_retries", &s.pg_retries),
             ("malformed_inbound", &s.malformed_inbound),
+            ("reacks", &s.reacks),
         ];
         let mut map = serde_json::Map::new();
         map.insert("center".into(), self.name.clone().into());
@@ -297,6 +307,8 @@ async fn serve(args: NodeArgs) -> anyhow::Result<ExitCode> {
         bootstrap: args.bootstrap.clone(),
         group_prefix: (args.topic_prefix != "rtgs").then(|| args.topic_prefix.clone()),
         fault_drop_journal_one_in: args.fault_drop_journal_one_in,
+        fault_drop_acks_one_in: args.fault_drop_acks_one_in,
+        ack_messages: AtomicU64::new(0),
         idle_tick: !args.no_idle_tick,
         stats: Stats::default(),
         read_feed: feed_tx,
