@@ -141,6 +141,16 @@ impl ReadModel {
         Ok((books.ledger.account(id).cloned(), books.ledger.seq_applied()))
     }
 
+    /// For each id, under one lock: `None` if there is no such account, else whether it is
+    /// closed — as of everything the read model applied.
+    pub fn standing(&self, ids: impl Iterator<Item = AccountId>) -> Result<Vec<Option<bool>>, String> {
+        if let Some(reason) = self.failure.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            return Err(reason.clone());
+        }
+        let books = self.ledger.read().unwrap_or_else(|e| e.into_inner());
+        Ok(ids.map(|id| books.ledger.account(id).map(|a| a.closed)).collect())
+    }
+
     /// An account's statement lines with seq ≥ `from_seq`, at most `limit`, oldest first, and
     /// the seq the read model is at; `None` if the account does not exist.
     #[allow(clippy::type_complexity)]

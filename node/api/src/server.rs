@@ -448,46 +448,87 @@ fn validate(req: &TransferRequest) -> Result<(Bmi, Transfer), ApiError> {
     Ok((bmi, transfer))
 }
 
-/// Both accounts of a transfer exist and are open, as of everything already final: an unknown
-/// or closed account is bad input (422, nothing journaled). The ledger stays the judge — an
-/// account closed after this check is still rejected at apply (RJCT AC04) — so this only keeps
-/// plainly wrong requests out of the journal. Fast path without waiting; an account not found
-/// is looked up again once the read model has caught up (it may have been opened just now).
-/// A `bmi` the tracker knows is not checked: a retry gets its original answer, whatever happened
-/// to the accounts since.
-async fn check_accounts(state: &AppState, bmi: Bmi, t: &Transfer) -> Result<(), ApiError> {
-    if state.tracker.status(bmi).is_some() {
+/// A transfer request checked as far as it can be without the engine's state: its field
+/// values, and its debtor one of the participant's accounts.
+fn admissible(participant: &Participant, req: &TransferRequest) -> Result<(Bmi, Transfer), ApiError> {
+    let (bmi, transfer) = validate(req)?;
+    if !participant.owns(transfer.debtor) {
+        let message = format!("account {} is not one of this participant's accounts", transfer.debtor.0);
+        return Err(ApiError::new(StatusCode::FORBIDDEN, "debtor_not_owned", message));
+    }
+    Ok((bmi, transfer))
+}
+
+/// Both accounts of every transfer exist and are open, as of everything already final: an
+/// unknown or closed account is bad input (422, nothing journaled); the error names the index of
+/// the first transfer at fault (`None`: not one transfer's fault). The ledger stays the judge —
+/// an account closed after this check is still rejected at apply (RJCT AC04) — so this only keeps
+/// plainly wrong requests out of the journal. One look-up of all of them without waiting; if an
+/// account is not found, a second once the read model has caught up (it may have been opened
+/// just now). A `bmi` the tracker knows is not checked: a retry gets its original answer,
+/// whatever happened to the accounts since.
+async fn check_accounts(
+    state: &AppState,
+    transfers: &[(Bmi, Transfer)],
+) -> Result<(), (Option<usize>, ApiError)> {
+    let known = state.tracker.known(transfers.iter().map(|(bmi, _)| *bmi));
+    let to_check: Vec<(usize, &Transfer)> =
+        transfers.iter().enumerate().filter(|(i, _)| !known[*i]).map(|(i, (_, t))| (i, t)).collect();
+    if to_check.is_empty() {
         return Ok(());
     }
     let model = &state.read_model;
     for caught_up in [false, true] {
         if caught_up {
-            read_model_caught_up(model).await?;
+            read_model_caught_up(model).await.map_err(|e| (None, e))?;
         }
+        let ids = to_check.iter().flat_map(|(_, t)| [t.debtor, t.creditor]);
+        let standing = model
+            .standing(ids)
+            .map_err(|e| (None, ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "read_model_failed", e)))?;
         let mut unknown = None;
-        for (role, id) in [("debtor", t.debtor), ("creditor", t.creditor)] {
-            let (account, _) = model
-                .account(id)
-                .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "read_model_failed", e))?;
-            match account {
-                None => unknown = Some((role, id)),
-                Some(a) if a.closed => {
-                    let message = format!("{role} account {} is closed", id.0);
-                    return Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "account_closed", message));
+        for (k, &(i, t)) in to_check.iter().enumerate() {
+            for (role, id, closed) in
+                [("debtor", t.debtor, standing[2 * k]), ("creditor", t.creditor, standing[2 * k + 1])]
+            {
+                match closed {
+                    None => unknown = unknown.or(Some((i, role, id))),
+                    Some(true) => {
+                        let message = format!("{role} account {} is closed", id.0);
+                        return Err((
+                            Some(i),
+                            ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "account_closed", message),
+                        ));
+                    }
+                    Some(false) => {}
                 }
-                Some(_) => {}
             }
         }
         match unknown {
             None => return Ok(()),
-            Some((role, id)) if caught_up => {
+            Some((i, role, id)) if caught_up => {
                 let message = format!("{role} account {} does not exist", id.0);
-                return Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "unknown_account", message));
+                return Err((
+                    Some(i),
+                    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "unknown_account", message),
+                ));
             }
             Some(_) => {}
         }
     }
     Ok(())
+}
+
+/// [`admissible`] and [`check_accounts`] for one transfer.
+async fn checked(
+    state: &AppState,
+    participant: &Participant,
+    req: &TransferRequest,
+) -> Result<(Bmi, Transfer), ApiError> {
+    let (bmi, transfer) = admissible(participant, req)?;
+    let one = [(bmi, transfer)];
+    check_accounts(state, &one).await.map_err(|(_, e)| e)?;
+    Ok(one[0])
 }
 
 fn unavailable() -> ApiError {
@@ -624,12 +665,7 @@ pub(crate) async fn submit_many(
 async fn post_transfer(State(state): State<Arc<AppState>>, request: Request) -> Result<Response, ApiError> {
     let (participant, body) = authenticated(&state.keyring, request).await?;
     let request: TransferRequest = parse_json(&body)?;
-    let (bmi, transfer) = validate(&request)?;
-    if !participant.owns(transfer.debtor) {
-        let message = format!("account {} is not one of this participant's accounts", transfer.debtor.0);
-        return Err(ApiError::new(StatusCode::FORBIDDEN, "debtor_not_owned", message));
-    }
-    check_accounts(&state, bmi, &transfer).await?;
+    let (bmi, transfer) = checked(&state, participant, &request).await?;
     let seq = submit(&state, bmi, &participant.key_id, Payload::Transfer(transfer)).await?;
     Ok(accepted(bmi, seq))
 }
@@ -650,24 +686,22 @@ async fn post_transfer_batch(
         let message = format!("a batch holds 1 to {BATCH_TRANSFERS_MAX} transfers, not {n}");
         return Err(ApiError::bad_request("batch_size", message));
     }
-    let mut commands = Vec::with_capacity(n);
+    let at = |i: usize, e: ApiError| ApiError { message: format!("transfers[{i}]: {}", e.message), ..e };
+    let mut transfers = Vec::with_capacity(n);
     let mut seen = std::collections::HashSet::with_capacity(n);
     for (i, t) in request.transfers.iter().enumerate() {
-        let at = |e: ApiError| ApiError { message: format!("transfers[{i}]: {}", e.message), ..e };
-        let (bmi, transfer) = validate(t).map_err(at)?;
-        if !participant.owns(transfer.debtor) {
-            let message = format!("account {} is not one of this participant's accounts", transfer.debtor.0);
-            return Err(at(ApiError::new(StatusCode::FORBIDDEN, "debtor_not_owned", message)));
-        }
-        check_accounts(&state, bmi, &transfer).await.map_err(at)?;
+        let (bmi, transfer) = admissible(participant, t).map_err(|e| at(i, e))?;
         if !seen.insert(bmi) {
-            return Err(at(ApiError::bad_request(
-                "duplicate_bmi",
-                format!("bmi {bmi} appears twice in the batch"),
-            )));
+            let message = format!("bmi {bmi} appears twice in the batch");
+            return Err(at(i, ApiError::bad_request("duplicate_bmi", message)));
         }
-        commands.push((bmi, Payload::Transfer(transfer)));
+        transfers.push((bmi, transfer));
     }
+    check_accounts(&state, &transfers).await.map_err(|(i, e)| match i {
+        Some(i) => at(i, e),
+        None => e,
+    })?;
+    let commands = transfers.into_iter().map(|(bmi, t)| (bmi, Payload::Transfer(t))).collect();
     let answers = submit_many(&state, &participant.key_id, commands).await;
     let accepted = answers.iter().filter(|(_, a)| a.is_ok()).count();
     let results: Vec<serde_json::Value> = answers
@@ -776,12 +810,7 @@ async fn post_pacs008(State(state): State<Arc<AppState>>, request: Request) -> R
         amount: message.amount.clone(),
         currency: message.currency.clone(),
     };
-    let (bmi, transfer) = validate(&request)?;
-    if !participant.owns(transfer.debtor) {
-        let message = format!("account {} is not one of this participant's accounts", transfer.debtor.0);
-        return Err(ApiError::new(StatusCode::FORBIDDEN, "debtor_not_owned", message));
-    }
-    check_accounts(&state, bmi, &transfer).await?;
+    let (bmi, transfer) = checked(&state, participant, &request).await?;
     let seq = submit(&state, bmi, &participant.key_id, Payload::Transfer(transfer)).await?;
     Ok(xml(StatusCode::ACCEPTED, iso20022::pacs002(bmi.as_str(), "ACSP", None, seq, now_s())))
 }
@@ -822,17 +851,23 @@ pub(crate) fn accepted(bmi: Bmi, seq: Option<Seq>) -> Response {
     (StatusCode::ACCEPTED, Json(answer)).into_response()
 }
 
+/// The account of a read path, which must be one of the participant's (403 otherwise).
+fn owned_account(participant: &Participant, id_text: &str) -> Result<AccountId, ApiError> {
+    let id = parse_account_id(id_text)?;
+    if !participant.owns(id) {
+        let message = format!("account {} is not one of this participant's accounts", id.0);
+        return Err(ApiError::new(StatusCode::FORBIDDEN, "account_not_owned", message));
+    }
+    Ok(id)
+}
+
 async fn get_account(
     State(state): State<Arc<AppState>>,
     Path(id_text): Path<String>,
     request: Request,
 ) -> Result<Response, ApiError> {
     let (participant, _) = authenticated(&state.keyring, request).await?;
-    let id = parse_account_id(&id_text)?;
-    if !participant.owns(id) {
-        let message = format!("account {} is not one of this participant's accounts", id.0);
-        return Err(ApiError::new(StatusCode::FORBIDDEN, "account_not_owned", message));
-    }
+    let id = owned_account(participant, &id_text)?;
     let (account, seq_applied) = visible_account(&state.read_model, id).await?;
     let currency = account.currency.as_str();
     let exponent = money::exponent(currency).unwrap_or(0);
@@ -876,11 +911,7 @@ async fn get_statement(
     let uri = request.uri().clone();
     let (participant, _) = authenticated(&state.keyring, request).await?;
     let (from_seq, limit) = parse_statement_query(&uri)?;
-    let id = parse_account_id(&id_text)?;
-    if !participant.owns(id) {
-        let message = format!("account {} is not one of this participant's accounts", id.0);
-        return Err(ApiError::new(StatusCode::FORBIDDEN, "account_not_owned", message));
-    }
+    let id = owned_account(participant, &id_text)?;
     read_model_caught_up(&state.read_model).await?;
     let (found, as_of_seq) = state
         .read_model

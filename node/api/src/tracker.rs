@@ -171,6 +171,12 @@ impl Tracker {
         self.len() == 0
     }
 
+    /// For each `bmi`, under one lock: whether the tracker holds it.
+    pub fn known(&self, bmis: impl Iterator<Item = Bmi>) -> Vec<bool> {
+        let inner = self.lock();
+        bmis.map(|b| inner.records.contains_key(&b.fingerprint())).collect()
+    }
+
     pub fn status(&self, bmi: Bmi) -> Option<Status> {
         let inner = self.lock();
         inner.records.get(&bmi.fingerprint()).map(|r| Status {
