@@ -21,6 +21,9 @@ pub const REPLAY_GUARD_ENTRIES_MAX: usize = 1 << 23;
 /// dropped and a statement asked from before them says `truncated`).
 pub const STATEMENT_LINES_MAX: usize = 1_024;
 
+/// Lines in one statement answer when the request names no `limit`.
+pub const STATEMENT_PAGE_DEFAULT: usize = 100;
+
 /// Most lines in one statement answer.
 pub const STATEMENT_PAGE_MAX: usize = 500;
 

@@ -15,7 +15,7 @@ use crate::error::ApiError;
 use crate::iso20022;
 use crate::limits::{
     BATCH_BODY_BYTES_MAX, BATCH_TRANSFERS_MAX, BODY_BYTES_MAX, LONG_POLL_S_MAX, READ_MODEL_POLL,
-    READ_MODEL_WAIT, SEQ_WAIT, STATEMENT_PAGE_MAX,
+    READ_MODEL_WAIT, SEQ_WAIT, STATEMENT_PAGE_DEFAULT, STATEMENT_PAGE_MAX,
 };
 use crate::metrics::Metrics;
 use crate::money;
@@ -721,36 +721,29 @@ struct BatchRequest {
     transfers: Vec<TransferRequest>,
 }
 
-/// `?wait_s=N` (at most [`LONG_POLL_S_MAX`]): a long-poll — the answer comes as soon as the
-/// transfer is final (ACCC or RJCT), or after N seconds with its status then (ACSP).
-struct StatusQuery {
-    wait_s: Option<u64>,
-}
-
-fn parse_status_query(uri: &Uri) -> Result<StatusQuery, ApiError> {
-    let query = uri.query().unwrap_or("");
-    let mut wait_s = None;
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        match pair.split_once('=') {
-            Some(("wait_s", v)) => {
-                let n: u64 = v.parse().map_err(|_| {
-                    ApiError::bad_request("invalid_query", format!("wait_s={v:?} is not a number of seconds"))
-                })?;
-                if n > LONG_POLL_S_MAX {
-                    let message = format!("wait_s is at most {LONG_POLL_S_MAX}, not {n}");
-                    return Err(ApiError::bad_request("invalid_query", message));
-                }
-                wait_s = Some(n);
-            }
-            _ => {
-                return Err(ApiError::bad_request(
-                    "invalid_query",
-                    format!("unknown query parameter {pair:?}"),
-                ))
-            }
+/// The query's numeric parameters, each named in `allowed` with its inclusive range, in that
+/// order (`None`: absent); anything else — an unknown name, not a number, out of range — is 400
+/// `invalid_query`.
+fn numeric_query<const N: usize>(
+    uri: &Uri,
+    allowed: [(&str, u64, u64); N],
+) -> Result<[Option<u64>; N], ApiError> {
+    let mut values = [None; N];
+    for pair in uri.query().unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        let bad = |what: String| ApiError::bad_request("invalid_query", format!("{pair:?}: {what}"));
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let k = allowed
+            .iter()
+            .position(|(n, _, _)| *n == name)
+            .ok_or_else(|| bad("unknown query parameter".into()))?;
+        let (_, lo, hi) = allowed[k];
+        let v: u64 = value.parse().map_err(|_| bad("not a number".into()))?;
+        if !(lo..=hi).contains(&v) {
+            return Err(bad(format!("{name} is {lo} to {hi}")));
         }
+        values[k] = Some(v);
     }
-    Ok(StatusQuery { wait_s })
+    Ok(values)
 }
 
 async fn get_transfer(
@@ -766,10 +759,12 @@ async fn get_transfer(
 async fn status_of(state: &AppState, bmi_text: &str, request: Request) -> Result<(Bmi, Status), ApiError> {
     let uri = request.uri().clone();
     let (participant, _) = authenticated(&state.keyring, request).await?;
-    let query = parse_status_query(&uri)?;
+    // `?wait_s=N`: a long-poll — the answer comes as soon as the transfer is final (ACCC or
+    // RJCT), or after N seconds with its status then (ACSP).
+    let [wait_s] = numeric_query(&uri, [("wait_s", 0, LONG_POLL_S_MAX)])?;
     let bmi = parse_bmi(bmi_text)?;
     let unknown = || ApiError::new(StatusCode::NOT_FOUND, "unknown_transfer", format!("no transfer {bmi}"));
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(query.wait_s.unwrap_or(0));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(wait_s.unwrap_or(0));
     loop {
         let changed = state.tracker.changed();
         let status = state.tracker.status(bmi).ok_or_else(unknown)?;
@@ -882,25 +877,6 @@ async fn get_account(
     Ok(Json(answer).into_response())
 }
 
-/// `?from_seq=N&limit=M` of a statement.
-fn parse_statement_query(uri: &Uri) -> Result<(Seq, usize), ApiError> {
-    let (mut from_seq, mut limit) = (0u64, 100usize);
-    for pair in uri.query().unwrap_or("").split('&').filter(|p| !p.is_empty()) {
-        let bad = |what: &str| ApiError::bad_request("invalid_query", format!("{pair:?}: {what}"));
-        match pair.split_once('=') {
-            Some(("from_seq", v)) => from_seq = v.parse().map_err(|_| bad("not a seq"))?,
-            Some(("limit", v)) => {
-                limit = v.parse().map_err(|_| bad("not a number"))?;
-                if limit == 0 || limit > STATEMENT_PAGE_MAX {
-                    return Err(bad(&format!("limit is 1 to {STATEMENT_PAGE_MAX}")));
-                }
-            }
-            _ => return Err(bad("unknown query parameter")),
-        }
-    }
-    Ok((from_seq, limit))
-}
-
 /// An account's statement: the entries that moved it, oldest first, from `from_seq`, as of
 /// everything already final; `next_from_seq` pages on.
 async fn get_statement(
@@ -910,7 +886,9 @@ async fn get_statement(
 ) -> Result<Response, ApiError> {
     let uri = request.uri().clone();
     let (participant, _) = authenticated(&state.keyring, request).await?;
-    let (from_seq, limit) = parse_statement_query(&uri)?;
+    let [from_seq, limit] =
+        numeric_query(&uri, [("from_seq", 0, u64::MAX), ("limit", 1, STATEMENT_PAGE_MAX as u64)])?;
+    let (from_seq, limit) = (from_seq.unwrap_or(0), limit.map_or(STATEMENT_PAGE_DEFAULT, |l| l as usize));
     let id = owned_account(participant, &id_text)?;
     read_model_caught_up(&state.read_model).await?;
     let (found, as_of_seq) = state
