@@ -204,17 +204,38 @@ impl ReadModel {
     /// pushed entries (in seq order) up to the highest final seq.
     pub fn run_fed(
         &self,
-        mut rx: tokio::sync::mpsc::Receiver<Vec<Entry>>,
+        rx: tokio::sync::mpsc::Receiver<Vec<Entry>>,
         final_through: crate::server::FinalThrough,
         stop: &AtomicBool,
     ) {
+        self.record_failure(self.fed(rx, final_through, stop));
+    }
+
+    /// The replay loop, on its own thread until `stop`.
+    pub fn run(&self, journal_dir: PathBuf, stop: &AtomicBool) {
+        self.record_failure(self.replay(&journal_dir, stop));
+    }
+
+    /// A loop that stopped on an error leaves it for every later read to answer with.
+    fn record_failure(&self, result: Result<(), String>) {
+        if let Err(e) = result {
+            *self.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+        }
+    }
+
+    fn fed(
+        &self,
+        mut rx: tokio::sync::mpsc::Receiver<Vec<Entry>>,
+        final_through: crate::server::FinalThrough,
+        stop: &AtomicBool,
+    ) -> Result<(), String> {
         let mut pending: VecDeque<Entry> = VecDeque::new();
         while !stop.load(Ordering::Acquire) {
             loop {
                 match rx.try_recv() {
                     Ok(batch) => pending.extend(batch),
                     Err(tokio::sync::mpsc::error::TryRecvError::Empty) => break,
-                    Err(tokio::sync::mpsc::error::TryRecvError::Disconnected) => return,
+                    Err(tokio::sync::mpsc::error::TryRecvError::Disconnected) => return Ok(()),
                 }
             }
             self.advance_to(final_through());
@@ -223,29 +244,9 @@ impl ReadModel {
                 std::thread::sleep(READ_MODEL_POLL);
                 continue;
             }
-            let mut books = self.ledger.write().unwrap_or_else(|e| e.into_inner());
-            while pending.front().is_some_and(|e| e.seq <= target) {
-                if let Some(entry) = pending.pop_front() {
-                    if entry.seq != books.ledger.seq_applied() + 1 {
-                        let message = format!(
-                            "the engine fed seq {} after seq {}: the read model stops",
-                            entry.seq,
-                            books.ledger.seq_applied()
-                        );
-                        *self.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(message);
-                        return;
-                    }
-                    books.apply(&entry);
-                }
-            }
+            self.apply_up_to(&mut pending, target)?;
         }
-    }
-
-    /// The replay loop, on its own thread until `stop`.
-    pub fn run(&self, journal_dir: PathBuf, stop: &AtomicBool) {
-        if let Err(e) = self.replay(&journal_dir, stop) {
-            *self.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
-        }
+        Ok(())
     }
 
     fn replay(&self, journal_dir: &std::path::Path, stop: &AtomicBool) -> Result<(), String> {
@@ -274,16 +275,32 @@ impl ReadModel {
                 }
                 pending.extend(read.drain(..));
             }
-            let mut books = self.ledger.write().unwrap_or_else(|e| e.into_inner());
-            let mut plugins = self.plugins.as_ref().map(|p| p.lock().unwrap_or_else(|e| e.into_inner()));
-            while pending.front().is_some_and(|e| e.seq <= target) {
-                if let Some(entry) = pending.pop_front() {
-                    books.apply(&entry);
-                    if let Some(p) = plugins.as_mut() {
-                        p.0.apply(&entry);
-                        p.1 = entry.seq;
-                    }
-                }
+            self.apply_up_to(&mut pending, target)?;
+        }
+        Ok(())
+    }
+
+    /// Applies the pending entries at or below `target` to the books and the plugin replica,
+    /// under one write lock; an entry out of seq order is an error (the source is broken).
+    fn apply_up_to(&self, pending: &mut VecDeque<Entry>, target: Seq) -> Result<(), String> {
+        let mut books = self.ledger.write().unwrap_or_else(|e| e.into_inner());
+        let mut plugins = self.plugins.as_ref().map(|p| p.lock().unwrap_or_else(|e| e.into_inner()));
+        while let Some(entry) = pending.pop_front() {
+            if entry.seq > target {
+                pending.push_front(entry);
+                break;
+            }
+            let expected = books.ledger.seq_applied() + 1;
+            if entry.seq != expected {
+                return Err(format!(
+                    "the read model got seq {} where seq {expected} was due: it stops",
+                    entry.seq
+                ));
+            }
+            books.apply(&entry);
+            if let Some(p) = plugins.as_mut() {
+                p.0.apply(&entry);
+                p.1 = entry.seq;
             }
         }
         Ok(())
