@@ -221,19 +221,25 @@ fn notice_task(
                     });
                 }
             }
-            // The API's dispatcher is a thread: hand over without blocking this worker long.
-            for event in [ClientEvent::Final(finals), ClientEvent::Refused(refusals)] {
-                let empty = match &event {
-                    ClientEvent::Final(v) => v.is_empty(),
-                    ClientEvent::Refused(v) => v.is_empty(),
-                    ClientEvent::Divergence(_) => false,
-                };
-                if !empty {
-                    let events = events.clone();
-                    tokio::task::spawn_blocking(move || events.send(event))
-                        .await
-                        .context("api events")?
-                        .map_err(|_| anyhow::anyhow!("the API's dispatcher stopped"))?;
+            let events_now = [
+                (!finals.is_empty()).then_some(ClientEvent::Final(finals)),
+                (!refusals.is_empty()).then_some(ClientEvent::Refused(refusals)),
+            ];
+            for event in events_now.into_iter().flatten() {
+                // The API's dispatcher is a thread with a bounded queue: usually there is room;
+                // when it is full, wait off this worker.
+                match events.try_send(event) {
+                    Ok(()) => {}
+                    Err(crossbeam_channel::TrySendError::Full(event)) => {
+                        let events = events.clone();
+                        tokio::task::spawn_blocking(move || events.send(event))
+                            .await
+                            .context("api events")?
+                            .map_err(|_| anyhow::anyhow!("the API's dispatcher stopped"))?;
+                    }
+                    Err(crossbeam_channel::TrySendError::Disconnected(_)) => {
+                        anyhow::bail!("the API's dispatcher stopped")
+                    }
                 }
             }
         }
