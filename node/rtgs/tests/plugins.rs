@@ -65,33 +65,21 @@ impl PluginDrill for Cluster {
 
     /// Per center: (watermark seq, plugin rows as (kind, seq_applied, owner, state_hash)).
     fn plugin_rows(&self) -> Vec<(i64, Vec<PluginRow>)> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap_or_else(|e| panic!("{e}"));
-        rt.block_on(async {
-            let pg = rtgs_pg::dev::PgSettings::from_env();
-            let mut out = Vec::new();
-            for c in 1..=3 {
-                let db = format!("{}_dc{c}", self.prefix);
-                let pool = rtgs_pg::pool(&pg.host, pg.port, &pg.user, &pg.password, &db, 1)
-                    .unwrap_or_else(|e| panic!("{e}"));
-                let client = pool.get().await.unwrap_or_else(|e| panic!("{db}: {e}"));
-                let w = client
-                    .query_one("SELECT seq_applied FROM watermark WHERE id = 1", &[])
-                    .await
-                    .unwrap_or_else(|e| panic!("{db}: {e}"));
-                let rows = client
-                    .query("SELECT kind, seq_applied, owner, state_hash FROM plugin_state ORDER BY kind", &[])
-                    .await
-                    .unwrap_or_else(|e| panic!("{db}: {e}"))
+        (1..=3)
+            .map(|c| {
+                let watermark = self.sql(c, "SELECT seq_applied FROM watermark WHERE id = 1", &[])[0].get(0);
+                let rows = self
+                    .sql(
+                        c,
+                        "SELECT kind, seq_applied, owner, state_hash FROM plugin_state ORDER BY kind",
+                        &[],
+                    )
                     .iter()
                     .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
                     .collect();
-                out.push((w.get(0), rows));
-            }
-            out
-        })
+                (watermark, rows)
+            })
+            .collect()
     }
 
     /// The three centers' stored plugin states are one state, at each center's watermark.

@@ -235,34 +235,43 @@ impl Cluster {
 
     /// Every `RUN-T<i>` for i < n is applied exactly once in every center and is final there.
     pub fn assert_exactly_once_and_final(&self, run_id: &str, n: u64) {
+        let pattern = format!("{run_id}-T%");
+        for c in 1..=3 {
+            let rows = self.sql(
+                c,
+                "SELECT count(*), count(DISTINCT bmi),
+                        count(*) FILTER (WHERE NOT EXISTS (
+                            SELECT 1 FROM finality f WHERE e.seq BETWEEN f.seq_first AND f.seq_last))
+                   FROM applied_entry e WHERE bmi LIKE $1",
+                &[&pattern],
+            );
+            let db = format!("{}_dc{c}", self.prefix);
+            let (rows, distinct, unfinal): (i64, i64, i64) = (rows[0].get(0), rows[0].get(1), rows[0].get(2));
+            assert_eq!(rows as u64, n, "{db}: {rows} applied entries for {n} submitted transfers");
+            assert_eq!(distinct, rows, "{db}: a bmi was applied twice");
+            assert_eq!(unfinal, 0, "{db}: {unfinal} applied transfers are not recorded final");
+        }
+    }
+
+    /// The rows of `query` in center `center`'s database.
+    pub fn sql(
+        &self,
+        center: usize,
+        query: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Vec<tokio_postgres::Row> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap_or_else(|e| panic!("{e}"));
         rt.block_on(async {
             let pg = rtgs_pg::dev::PgSettings::from_env();
-            for c in 1..=3 {
-                let db = format!("{}_dc{c}", self.prefix);
-                let pool = rtgs_pg::pool(&pg.host, pg.port, &pg.user, &pg.password, &db, 1)
-                    .unwrap_or_else(|e| panic!("{e}"));
-                let client = pool.get().await.unwrap_or_else(|e| panic!("{db}: {e}"));
-                let pattern = format!("{run_id}-T%");
-                let row = client
-                    .query_one(
-                        "SELECT count(*), count(DISTINCT bmi),
-                                count(*) FILTER (WHERE NOT EXISTS (
-                                    SELECT 1 FROM finality f WHERE e.seq BETWEEN f.seq_first AND f.seq_last))
-                           FROM applied_entry e WHERE bmi LIKE $1",
-                        &[&pattern],
-                    )
-                    .await
-                    .unwrap_or_else(|e| panic!("{db}: {e}"));
-                let (rows, distinct, unfinal): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
-                assert_eq!(rows as u64, n, "{db}: {rows} applied entries for {n} submitted transfers");
-                assert_eq!(distinct, rows, "{db}: a bmi was applied twice");
-                assert_eq!(unfinal, 0, "{db}: {unfinal} applied transfers are not recorded final");
-            }
-        });
+            let db = format!("{}_dc{center}", self.prefix);
+            let pool = rtgs_pg::pool(&pg.host, pg.port, &pg.user, &pg.password, &db, 1)
+                .unwrap_or_else(|e| panic!("{e}"));
+            let client = pool.get().await.unwrap_or_else(|e| panic!("{db}: {e}"));
+            client.query(query, params).await.unwrap_or_else(|e| panic!("{db}: {e}"))
+        })
     }
 }
 
