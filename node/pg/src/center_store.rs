@@ -207,11 +207,23 @@ impl CenterStore {
     /// What this center applied from `from` on, in seq order: its acks (re-sent after a restart,
     /// so that no ack is lost) with each entry's origin and `bmi` (for the origin's notices).
     pub async fn applied_since(&self, from: Seq) -> Result<Vec<(Applied, CenterId, Bmi)>, StoreError> {
+        self.applied_from(from, usize::MAX).await
+    }
+
+    /// At most `max` applied entries from `from` on, in seq order (the acks a stalled finality
+    /// asks for again: the oldest are the ones it waits for).
+    pub async fn applied_from(
+        &self,
+        from: Seq,
+        max: usize,
+    ) -> Result<Vec<(Applied, CenterId, Bmi)>, StoreError> {
         let client = self.pool.get().await?;
+        let limit = i64::try_from(max).unwrap_or(i64::MAX);
         let rows = client
             .query(
-                "SELECT seq, outcome, state_hash, origin, bmi FROM applied_entry WHERE seq >= $1 ORDER BY seq",
-                &[&i64_of(from)?],
+                "SELECT seq, outcome, state_hash, origin, bmi FROM applied_entry WHERE seq >= $1
+                  ORDER BY seq LIMIT $2",
+                &[&i64_of(from)?, &limit],
             )
             .await?;
         rows.iter()

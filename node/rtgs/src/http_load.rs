@@ -84,21 +84,18 @@ pub fn run(args: HttpLoadArgs) -> anyhow::Result<ExitCode> {
     Ok(if report.ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
-struct Totals {
-    next: AtomicU64,
-}
-
 async fn load(args: Arc<HttpLoadArgs>) -> anyhow::Result<Report> {
     let run_id = args.run_id.clone().unwrap_or_else(|| {
         format!("H{:x}", SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64))
     });
-    let totals = Arc::new(Totals { next: AtomicU64::new(0) });
+    // The next transfer number: every connection takes its `bmi`s from here.
+    let next = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
     let until = started + Duration::from_secs(args.duration_s);
     let mut tasks = Vec::with_capacity(args.connections);
     for c in 0..args.connections {
-        let (args, totals, run_id) = (Arc::clone(&args), Arc::clone(&totals), run_id.clone());
-        tasks.push(tokio::spawn(async move { connection(c, &args, &totals, &run_id, until).await }));
+        let (args, next, run_id) = (Arc::clone(&args), Arc::clone(&next), run_id.clone());
+        tasks.push(tokio::spawn(async move { connection(c, &args, &next, &run_id, until).await }));
     }
     let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
     let (mut requests, mut transfers) = (0u64, 0u64);
@@ -139,7 +136,7 @@ struct ConnectionReport {
 async fn connection(
     c: usize,
     args: &HttpLoadArgs,
-    totals: &Totals,
+    next: &AtomicU64,
     run_id: &str,
     until: Instant,
 ) -> anyhow::Result<ConnectionReport> {
@@ -162,7 +159,7 @@ async fn connection(
     );
     let mut sent = 0u64;
     while Instant::now() < until {
-        let first = totals.next.fetch_add(per_request, Ordering::Relaxed);
+        let first = next.fetch_add(per_request, Ordering::Relaxed);
         body.clear();
         let one = |i: u64| {
             format!(

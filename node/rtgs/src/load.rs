@@ -382,7 +382,7 @@ async fn collect(consumer: StreamConsumer, tracker: Arc<Tracker>, t0: Instant) {
         match consumer.recv().await {
             Ok(m) => {
                 let now = t0.elapsed().as_nanos() as u64;
-                tracker.record(m.payload().unwrap_or(&[]), now, &mut notices);
+                tracker.record(m.payload().unwrap_or(&[]), now, &mut notices, true);
             }
             Err(e) => {
                 eprintln!("load: notices: {e}");
@@ -456,21 +456,20 @@ async fn reread(
     consumer.assign(&tpl)?;
     let count = || tracker.finals.load(Ordering::Acquire) + tracker.setup_finals.load(Ordering::Acquire);
     let before = count();
-    let repeated = tracker.repeated.load(Ordering::Acquire);
     let mut notices = Vec::new();
     let mut next = from;
     while next < high {
         match tokio::time::timeout(Duration::from_secs(10), consumer.recv()).await {
             Ok(Ok(m)) => {
                 next = m.offset() + 1;
-                tracker.record(m.payload().unwrap_or(&[]), t0.elapsed().as_nanos() as u64, &mut notices);
+                // What a second read sees again is not a repeat by the nodes: not counted.
+                let now = t0.elapsed().as_nanos() as u64;
+                tracker.record(m.payload().unwrap_or(&[]), now, &mut notices, false);
             }
             Ok(Err(e)) => eprintln!("load: notices (second read): {e}"),
             Err(_) => anyhow::bail!("second read of {topic}: nothing after offset {next} (end {high})"),
         }
     }
-    // What the second read saw again is not a repeat by the nodes.
-    tracker.repeated.store(repeated, Ordering::Release);
     let found = count() - before;
     eprintln!(
         "load: notices stalled at {before}; a second read of {topic} offsets {from}..{high} found {found} more"
@@ -479,8 +478,9 @@ async fn reread(
 }
 
 impl Tracker {
-    /// Records the notices of one message of the notice topic.
-    fn record(&self, payload: &[u8], now: u64, notices: &mut Vec<wire::Notice>) {
+    /// Records the notices of one message of the notice topic; `count_repeats`: a notice for a
+    /// transfer already final counts as a repeat.
+    fn record(&self, payload: &[u8], now: u64, notices: &mut Vec<wire::Notice>, count_repeats: bool) {
         notices.clear();
         if wire::decode_notices(payload, notices).is_none() {
             eprintln!("load: a notice message does not decode; ignored");
@@ -506,7 +506,7 @@ impl Tracker {
                     self.final_ns[i].store(now, Ordering::Release);
                 }
                 counter.fetch_add(1, Ordering::AcqRel);
-            } else {
+            } else if count_repeats {
                 self.repeated.fetch_add(1, Ordering::Relaxed);
             }
         }

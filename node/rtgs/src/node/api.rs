@@ -78,10 +78,8 @@ impl EngineSubmit for InboundQueue {
     }
 }
 
-/// The tasks `serve` runs for the API.
-pub struct ApiParts {
-    pub tasks: Vec<std::pin::Pin<Box<dyn std::future::Future<Output = anyhow::Result<()>> + Send>>>,
-}
+/// A task `serve` runs for the API.
+pub type ApiTask = std::pin::Pin<Box<dyn std::future::Future<Output = anyhow::Result<()>> + Send>>;
 
 /// Reads the config and loads the ledger the read model starts from; `None` without
 /// `--api-config`. Called before the center starts (both load the same watermark).
@@ -106,7 +104,7 @@ pub async fn prepare(
     Ok(Some((credentials, stored.ledger)))
 }
 
-/// Starts the API (its threads) and returns what `serve` runs and wires.
+/// Starts the API (its threads) and returns the tasks `serve` runs for it.
 pub async fn start(
     node: &Arc<Node>,
     args: &ApiArgs,
@@ -114,7 +112,7 @@ pub async fn start(
     credentials: rtgs_api::config::Credentials,
     ledger: rtgs_core::ledger::Ledger,
     feed_rx: mpsc::Receiver<Vec<Entry>>,
-) -> anyhow::Result<ApiParts> {
+) -> anyhow::Result<Vec<ApiTask>> {
     let (submit_tx, submit_rx) = mpsc::channel(SUBMIT_QUEUE);
     let (events_tx, events_rx) = crossbeam_channel::bounded(1_024);
     let final_through = {
@@ -140,7 +138,7 @@ pub async fn start(
         api.serve(listener, std::future::pending()).await.context("the API server stopped")?;
         Ok(())
     };
-    Ok(ApiParts { tasks: vec![Box::pin(notices), Box::pin(submit), Box::pin(server)] })
+    Ok(vec![Box::pin(notices), Box::pin(submit), Box::pin(server)])
 }
 
 /// Drains the submission queue into inbound messages (batch on every hop).

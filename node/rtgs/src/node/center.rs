@@ -506,10 +506,10 @@ impl Committer {
             if let Some(from) = self.shared.take_reack() {
                 // Finality stalls: this center's acks from there, again (committed ones only).
                 let store = &self.store;
+                let max = super::finality::REACK_ENTRIES_MAX;
                 let since =
-                    retry_pg(&node, "read acks to publish again", || store.applied_since(from)).await?;
-                let acks: Vec<Applied> =
-                    since.iter().map(|(a, _, _)| *a).take(super::finality::REACK_ENTRIES_MAX).collect();
+                    retry_pg(&node, "read acks to publish again", || store.applied_from(from, max)).await?;
+                let acks: Vec<Applied> = since.iter().map(|(a, _, _)| *a).collect();
                 for chunk in acks.chunks(COMMIT_BATCH_ENTRIES) {
                     publish_acks(&node, &self.producer, chunk).await?;
                 }

@@ -372,10 +372,10 @@ async fn serve(args: NodeArgs) -> anyhow::Result<ExitCode> {
         tasks.spawn(task);
     }
     if let (Some((credentials, ledger)), Some(feed_rx)) = (api_prepared, feed_rx) {
-        let parts = api::start(&node, &args.api, args.port_offset, credentials, ledger, feed_rx)
+        let api_tasks = api::start(&node, &args.api, args.port_offset, credentials, ledger, feed_rx)
             .await
             .context("cannot start the HTTP API")?;
-        for task in parts.tasks {
+        for task in api_tasks {
             tasks.spawn(task);
         }
     }
