@@ -147,7 +147,26 @@ impl SequencerStore {
         Ok(n == 1)
     }
 
-    /// Seconds since the leader last recorded a batch or renewed its lease, and the epoch.
+    /// Claims the right to force a rebalance when the lease is at least `silence_s` old: renews
+    /// the lease in the leader's stead (the epoch is untouched, so nothing is fenced). `true`:
+    /// this caller claimed it and should rejoin the group; `false`: a leader or another member
+    /// renewed it in the meantime (the row lock serialises concurrent claims, and the second
+    /// one's condition is re-checked against the first one's row), so a second rejoin — which
+    /// would cost the broker another rebalance round — is avoided.
+    pub async fn claim_rejoin(&self, silence_s: f64) -> Result<bool, StoreError> {
+        let client = self.pool.get().await?;
+        let n = client
+            .execute(
+                "UPDATE sequencer SET updated_at = clock_timestamp()
+                  WHERE id = 1 AND clock_timestamp() - updated_at >= $1 * interval '1 second'",
+                &[&silence_s],
+            )
+            .await?;
+        Ok(n == 1)
+    }
+
+    /// Seconds since the leader last recorded a batch or renewed its lease (or a member claimed
+    /// a rejoin: [`Self::claim_rejoin`]), and the epoch.
     pub async fn leader_silence(&self) -> Result<(f64, u32), StoreError> {
         let client = self.pool.get().await?;
         let row = client

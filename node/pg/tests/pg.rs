@@ -110,6 +110,25 @@ async fn sequencer_is_durable_before_publish_and_fenced_by_epoch() {
 }
 
 #[tokio::test]
+async fn one_member_claims_a_rejoin_per_silent_lease() {
+    let store = SequencerStore::new(fresh("rtgs_test_rejoin_claim", Schema::Sequencer).await);
+    let a = store.take_over("DC1").await.unwrap_or_else(|e| panic!("{e}"));
+    // A fresh lease cannot be claimed: the leader is alive.
+    assert!(!store.claim_rejoin(0.5).await.unwrap_or_else(|e| panic!("{e}")));
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    let (silence, epoch) = store.leader_silence().await.unwrap_or_else(|e| panic!("{e}"));
+    assert!(silence >= 0.5 && epoch == a.epoch, "silence {silence} s at epoch {epoch}");
+    // Two survivors see the same silent lease at once: exactly one of them may rejoin.
+    let (x, y) = tokio::join!(store.claim_rejoin(0.5), store.claim_rejoin(0.5));
+    let claims = [x, y].map(|r| r.unwrap_or_else(|e| panic!("{e}")));
+    assert_eq!(claims.iter().filter(|c| **c).count(), 1, "claims {claims:?}");
+    // The claim renewed the lease without touching the epoch: the leader is not fenced.
+    let (silence, epoch) = store.leader_silence().await.unwrap_or_else(|e| panic!("{e}"));
+    assert!(silence < 0.5 && epoch == a.epoch, "silence {silence} s at epoch {epoch}");
+    assert!(store.heartbeat(a.epoch).await.unwrap_or_else(|e| panic!("{e}")), "leader fenced by a claim");
+}
+
+#[tokio::test]
 async fn center_commits_batches_atomically_restores_and_never_applies_twice() {
     let pool = fresh("rtgs_test_center", Schema::Center).await;
     let store = CenterStore::new(pool.clone());

@@ -95,10 +95,15 @@ pub async fn run(node: Arc<Node>, pool: deadpool_postgres::Pool) -> anyhow::Resu
             } else if last_join.elapsed() >= LEADER_SILENCE_MAX {
                 let (silence, epoch) =
                     retry_pg(&node, "sequencer lease check", || store.leader_silence()).await?;
-                // Staggered by center, so that one survivor rejoins first: two members joining
-                // at once cost this broker an extra rebalance round (≈ 5 s measured).
+                // One survivor rejoins per silence: two members joining within one rebalance
+                // cost this broker an extra round (≈ 5 s measured; a 1 s stagger alone was not
+                // enough on a loaded host). The stagger orders the survivors, the claim — a
+                // conditional lease renewal in PostgreSQL — makes the later one stand aside.
                 let stagger = LEADER_SILENCE_STAGGER.as_secs_f64() * f64::from(node.center.0 - 1);
-                if silence >= LEADER_SILENCE_MAX.as_secs_f64() + stagger {
+                let threshold = LEADER_SILENCE_MAX.as_secs_f64() + stagger;
+                if silence >= threshold
+                    && retry_pg(&node, "sequencer rejoin claim", || store.claim_rejoin(threshold)).await?
+                {
                     eprintln!(
                         "{}: sequencer: no leader for {silence:.1} s (epoch {epoch}): rejoining group {} to \
                          force a rebalance",
