@@ -36,18 +36,27 @@ use std::time::{Duration, Instant};
 /// Outbox entries replayed into the dedupe window by a new leader (≈ 2.6 s at 100,000/s; older
 /// retries are sequenced again — the bound is documented in ARCHITECTURE.md).
 pub const TAKEOVER_DEDUPE_ENTRIES: u64 = 262_144;
-/// The leader renews its lease (`sequencer.updated_at`) this often, even when idle.
-const LEASE_INTERVAL: Duration = Duration::from_secs(1);
+/// The leader renews its lease (`sequencer.updated_at`) this often, even when idle. Short, so
+/// that the lease's age tells the time since a leader died within 0.1 s (see
+/// [`LEADER_SILENCE_MAX`]); ten one-row updates a second.
+const LEASE_INTERVAL: Duration = Duration::from_millis(100);
 /// How often a non-leader looks at the lease.
-const LEASE_CHECK_INTERVAL: Duration = Duration::from_millis(250);
+const LEASE_CHECK_INTERVAL: Duration = Duration::from_millis(100);
 /// A lease older than this means the leader is gone (it exceeds the group session timeout of
-/// 6 s, so the broker has expired the dead member by then). A member that sees it rejoins the
+/// 6 s by more than [`LEASE_INTERVAL`], so the broker has expired the dead member by then: a
+/// rejoin before that would have the dead member in the new generation). A member that sees it rejoins the
 /// group: the broker here (tansu 0.6) drops a dead member's heartbeat session but does not
 /// reassign its partition until some member joins; on Apache Kafka the rejoin is a harmless
 /// extra rebalance. The epoch fence keeps any rebalance safe.
-const LEADER_SILENCE_MAX: Duration = Duration::from_millis(6_500);
-/// Added per center number (DC1 +0, DC2 +1 s, DC3 +2 s).
-const LEADER_SILENCE_STAGGER: Duration = Duration::from_millis(1_000);
+///
+/// Every 0.1 s here counts: with tansu, a rejoin reaches a leader in ≈ 0.3 s when the group's
+/// coordinator-side leader (the member that computes assignments) is the dead one or the
+/// rejoiner, and ≈ 3.3 s otherwise — tansu makes a joining member that is not that leader wait
+/// `PAUSE_MS` = 3 s. So takeover ≈ 6.35 + 0.2 + 0.3 (or 3.3) s.
+const LEADER_SILENCE_MAX: Duration = Duration::from_millis(6_350);
+/// Added per center number (DC1 +0, DC2 +0.1 s, DC3 +0.2 s): orders the survivors; the rejoin
+/// claim makes sure only one of them rejoins.
+const LEADER_SILENCE_STAGGER: Duration = Duration::from_millis(100);
 /// Journal messages published but not yet confirmed by the broker before the leader waits.
 const IN_FLIGHT_MAX: usize = 64;
 /// How often published batches are marked so in the outbox (a new leader republishes at most
