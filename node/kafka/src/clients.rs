@@ -10,10 +10,18 @@ pub fn producer(bootstrap: &str, client_id: &str) -> Result<FutureProducer, Kafk
     Ok(ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("client.id", client_id)
-        // No duplicates or reordering from internal retries; requires acks=all.
-        .set("enable.idempotence", "true")
+        // Not idempotent: tansu 0.6 advances a producer's sequence before it stores the batch
+        // and cannot bump a producer epoch, so a produce that fails there is retried, answered
+        // DUPLICATE_SEQUENCE_NUMBER — success to librdkafka — and never stored: a silent loss.
+        // The likely cause of what was seen with idempotence on: a center whose acks stopped
+        // arriving while all its sends succeeded, notices missing on a re-read. Every reader here is idempotent already
+        // (journal entries by seq, acks by center and seq, notices at-least-once, inbound
+        // commands by bmi), so a duplicate from a retry is harmless; one request in flight
+        // keeps retries from reordering a producer's messages.
+        .set("enable.idempotence", "false")
         .set("acks", "all")
-        .set("max.in.flight.requests.per.connection", "5")
+        .set("max.in.flight.requests.per.connection", "1")
+        .set("message.send.max.retries", "2147483647")
         // Batch on every hop, but never hold a message long: the quorum waits on it.
         .set("linger.ms", "1")
         .set("batch.num.messages", "10000")
