@@ -19,6 +19,7 @@
 
 use super::center::NoticeItem;
 use super::Node;
+use anyhow::Context;
 use rdkafka::producer::FutureRecord;
 use rtgs_core::entry::{CenterId, Outcome, Seq};
 use rtgs_core::finalizer::{AckResult, Finality, Finalizer};
@@ -132,8 +133,13 @@ struct State {
     /// (offset, highest seq) of consumed ack messages that may still hold a pending seq's ack.
     offsets: VecDeque<(i64, Seq)>,
     last_offset: i64,
-    /// Acks refused as too far ahead: offered again as finality advances (back-pressure).
-    held: VecDeque<(CenterId, Applied)>,
+    /// Acks were refused as too far ahead (beyond the finalizer's window): the offset of the
+    /// first message that held one, and the lowest such seq. They are dropped, not held, and
+    /// the topic is read again from that offset once finality has come within half a window
+    /// of them ([`State::rewind_due`]). Holding them instead stopped the reading, and with one
+    /// center down and another more than a window behind the third, the acks finality waited
+    /// for sat behind the held one: finality stood for good (seen in `bench/cluster.sh`).
+    dropped: Option<(i64, Seq)>,
     events: Vec<Finality>,
     ranges: Vec<(Seq, Seq)>,
     pending: VecDeque<NoticeItem>,
@@ -142,29 +148,37 @@ struct State {
 }
 
 impl State {
-    fn feed(&mut self, node: &Node, center: CenterId, acks: impl Iterator<Item = Applied>) {
-        let mut acks = acks.peekable();
-        while let Some(ack) = acks.next() {
-            if !self.held.is_empty() {
-                self.held.push_back((center, ack));
-                continue;
-            }
+    /// Counts the acks of one message (at `offset`, from `center`). A center acks in seq order,
+    /// so after its first ack that is too far ahead the rest of the message is too.
+    fn feed(&mut self, node: &Node, offset: i64, center: CenterId, acks: impl Iterator<Item = Applied>) {
+        for ack in acks {
             if self.finalizer.handle_ack(center, ack, &mut self.events) == AckResult::Deferred {
-                self.held.push_back((center, ack));
-                self.held.extend(acks.by_ref().map(|a| (center, a)));
+                let (first_offset, first_seq) = self.dropped.unwrap_or((offset, ack.seq));
+                self.dropped = Some((first_offset.min(offset), first_seq.min(ack.seq)));
+                break;
             }
         }
         self.settle(node);
     }
 
-    fn retry_held(&mut self, node: &Node) {
-        while let Some(&(center, ack)) = self.held.front() {
-            if self.finalizer.handle_ack(center, ack, &mut self.events) == AckResult::Deferred {
-                break;
-            }
-            self.held.pop_front();
+    /// Whether to read the topic again from the first message with dropped acks: once finality
+    /// is within half a window of the lowest of them, so that every rewind admits at least half
+    /// a window of seqs. Finality never waits on a dropped ack before that: those are all at
+    /// least a window beyond where finality stood when they were dropped.
+    fn rewind_due(&self) -> Option<i64> {
+        let (offset, seq) = self.dropped?;
+        let half = (FINALIZER_WINDOW_SEQS / 2) as u64;
+        (self.finalizer.seq_unfinal_first() + half > seq).then_some(offset)
+    }
+
+    /// Forgets what was read from `offset` on, before the topic is read again from there (acks
+    /// read twice count once: the finalizer answers `Duplicate`).
+    fn rewind(&mut self, offset: i64) {
+        while self.offsets.back().is_some_and(|&(o, _)| o >= offset) {
+            self.offsets.pop_back();
         }
-        self.settle(node);
+        self.last_offset = self.last_offset.min(offset - 1);
+        self.dropped = None;
     }
 
     fn settle(&mut self, node: &Node) {
@@ -241,7 +255,7 @@ pub async fn run(
         finalizer: Finalizer::with_window(node.center_count, FINALIZER_WINDOW_SEQS, start.seq_unfinal_first),
         offsets: VecDeque::new(),
         last_offset: start.ack_offset,
-        held: VecDeque::new(),
+        dropped: None,
         events: Vec::new(),
         ranges: Vec::new(),
         pending: VecDeque::new(),
@@ -261,9 +275,7 @@ pub async fn run(
                 }
                 None => anyhow::bail!("the committer stopped"),
             },
-            messages = super::recv_batch(&node, "applied-acks", &consumer, Duration::from_millis(20), 1 << 20),
-                if s.held.is_empty() =>
-            {
+            messages = super::recv_batch(&node, "applied-acks", &consumer, Duration::from_millis(20), 1 << 20) => {
                 for (offset, payload) in messages {
                     acks.clear();
                     s.last_offset = offset;
@@ -281,14 +293,11 @@ pub async fn run(
                         // How far the journal goes, as far as the others know (lost-tail check).
                         node.stats.seq_acked_elsewhere.fetch_max(max, Ordering::Relaxed);
                     }
-                    s.feed(&node, center, acks.drain(..));
+                    s.feed(&node, offset, center, acks.drain(..));
                 }
             },
-            _ = tokio::time::sleep(Duration::from_millis(20)), if !s.held.is_empty() => {}
         }
-        if !s.held.is_empty() {
-            s.retry_held(&node);
-        }
+        let mut rewind_to = s.rewind_due();
         let notices = s.due_notices();
         for chunk in notices.chunks(NOTICES_PER_MESSAGE) {
             let body = wire::encode_notices(chunk);
@@ -320,6 +329,26 @@ pub async fn run(
                 REACK_AFTER.as_secs()
             );
             stall.1 = Instant::now();
+            // And read the acks again from where a restart would (the first message that still
+            // holds an ack of an unfinal seq): whatever this finalizer missed, it gets again.
+            let resume = s.ack_offset() + 1;
+            rewind_to = Some(rewind_to.map_or(resume, |o| o.min(resume)));
+        }
+        if let Some(offset) = rewind_to {
+            s.rewind(offset);
+            // A seek discards what was fetched beyond it (librdkafka versions the fetch queue).
+            let topic = node.topics.applied.clone();
+            tokio::task::block_in_place(|| {
+                rdkafka::consumer::Consumer::seek(
+                    &consumer,
+                    &topic,
+                    0,
+                    rdkafka::Offset::Offset(offset),
+                    Duration::from_secs(10),
+                )
+            })
+            .with_context(|| format!("read {topic} again from offset {offset}"))?;
+            node.stats.ack_rewinds.fetch_add(1, Ordering::Relaxed);
         }
         let ack_offset = s.ack_offset();
         let notice_from = s.seq_notice_from();
@@ -332,7 +361,9 @@ pub async fn run(
 /// centers (a broker or client that lost it) would otherwise stall finality for good whenever
 /// that ack is needed for the quorum — with one center down, every ack of the two others is.
 /// Acks are idempotent (a center's second ack of a seq is counted once), so the cost of a false
-/// alarm — two centers down, say — is one read of the unfinal entries and their acks again.
+/// alarm — two centers down, say — is one read of the unfinal entries and their acks again. The
+/// finality task also reads the acks topic again from its resume point then: an ack this center
+/// dropped or missed (another center's, which no re-ack of its own replaces) comes back too.
 pub const REACK_AFTER: Duration = Duration::from_secs(5);
 
 /// At most this many acks are published again per stall (the oldest first): enough to unblock

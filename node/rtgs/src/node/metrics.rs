@@ -240,7 +240,7 @@ pub struct Metrics {
 }
 
 /// Counters mirrored from [`super::Stats`] when scraped: (name, help).
-const MIRRORED_COUNTERS: [(&str, &str); 7] = [
+const MIRRORED_COUNTERS: [(&str, &str); 8] = [
     ("rtgs_sequencer_leader_changes_total", "Times this node became the sequencer leader (takeovers)."),
     (
         "rtgs_gap_timeouts_total",
@@ -251,6 +251,7 @@ const MIRRORED_COUNTERS: [(&str, &str); 7] = [
     ("rtgs_pg_retries_total", "PostgreSQL calls retried (server unreachable or failing)."),
     ("rtgs_notices_total", "Final notices published to this center's participants."),
     ("rtgs_reacks_total", "Times finality stood still and this center published its acks again."),
+    ("rtgs_ack_rewinds_total", "Times the finality task read the acks again for acks beyond its window."),
 ];
 /// Gauges read from [`super::Stats`] when scraped: (name, help).
 const GAUGES: [(&str, &str); 5] = [
@@ -394,6 +395,7 @@ impl Metrics {
             &s.pg_retries,
             &s.notices,
             &s.reacks,
+            &s.ack_rewinds,
         ];
         for ((name, _), value) in MIRRORED_COUNTERS.into_iter().zip(mirrored) {
             self.recorder

@@ -162,6 +162,9 @@ pub struct Stats {
     pub notices: AtomicU64,
     /// Times finality stood still and this center published its acks again.
     pub reacks: AtomicU64,
+    /// Times the finality task read the acks topic again for acks it had dropped as too far
+    /// ahead of its window.
+    pub ack_rewinds: AtomicU64,
     pub refusals: AtomicU64,
     pub batches_committed: AtomicU64,
     pub pg_retries: AtomicU64,
@@ -173,7 +176,7 @@ impl Node {
     /// The status as JSON: every counter of [`Stats`] under its own name.
     fn status(&self) -> serde_json::Value {
         let s = &self.stats;
-        let counters: [(&str, &AtomicU64); 16] = [
+        let counters: [(&str, &AtomicU64); 17] = [
             ("epoch", &s.epoch),
             ("takeovers", &s.takeovers),
             ("seq_sequenced", &s.seq_sequenced),
@@ -190,6 +193,7 @@ impl Node {
             ("pg_retries", &s.pg_retries),
             ("malformed_inbound", &s.malformed_inbound),
             ("reacks", &s.reacks),
+            ("ack_rewinds", &s.ack_rewinds),
         ];
         let mut map = serde_json::Map::new();
         map.insert("center".into(), self.name.clone().into());
