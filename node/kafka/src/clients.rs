@@ -12,9 +12,9 @@ pub fn producer(bootstrap: &str, client_id: &str) -> Result<FutureProducer, Kafk
         .set("client.id", client_id)
         // Not idempotent: tansu 0.6 advances a producer's sequence before it stores the batch
         // and cannot bump a producer epoch, so a produce that fails there is retried, answered
-        // DUPLICATE_SEQUENCE_NUMBER — success to librdkafka — and never stored: a silent loss.
-        // The likely cause of what was seen with idempotence on: a center whose acks stopped
-        // arriving while all its sends succeeded, notices missing on a re-read. Every reader here is idempotent already
+        // DUPLICATE_SEQUENCE_NUMBER — success to librdkafka — and never stored: a silent loss
+        // (read in tansu's source; a possible cause of notices once found missing even on a
+        // re-read of the topic, not proven). Every reader here is idempotent already
         // (journal entries by seq, acks by center and seq, notices at-least-once, inbound
         // commands by bmi), so a duplicate from a retry is harmless; one request in flight
         // keeps retries from reordering a producer's messages.
