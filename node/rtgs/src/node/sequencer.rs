@@ -38,14 +38,15 @@ use std::time::{Duration, Instant};
 pub const TAKEOVER_DEDUPE_ENTRIES: u64 = 262_144;
 /// The leader renews its lease (`sequencer.updated_at`) this often, even when idle. Short, so
 /// that the lease's age tells the time since a leader died within 0.1 s (see
-/// [`LEADER_SILENCE_MAX`]); ten one-row updates a second.
+/// [`LEADER_SILENCE_MAX`]). A recorded batch renews it as well, so the separate one-row update
+/// runs only while fewer than ten batches a second are recorded.
 const LEASE_INTERVAL: Duration = Duration::from_millis(100);
 /// How often a non-leader looks at the lease.
 const LEASE_CHECK_INTERVAL: Duration = Duration::from_millis(100);
 /// A lease older than this means the leader is gone (it exceeds the group session timeout of
 /// 6 s by more than [`LEASE_INTERVAL`], so the broker has expired the dead member by then: a
-/// rejoin before that would have the dead member in the new generation). A member that sees it rejoins the
-/// group: the broker here (tansu 0.6) drops a dead member's heartbeat session but does not
+/// rejoin before that would have the dead member in the new generation). A member that sees it
+/// rejoins the group: the broker here (tansu 0.6) drops a dead member's heartbeat session but does not
 /// reassign its partition until some member joins; on Apache Kafka the rejoin is a harmless
 /// extra rebalance. The epoch fence keeps any rebalance safe.
 ///
@@ -79,6 +80,9 @@ struct Leader {
     /// Highest `seq_first` whose publish (and every earlier one) the broker confirmed.
     delivered_seq_first: Option<Seq>,
     last_mark: Instant,
+    /// When `sequencer.updated_at` was last set by this leader (takeover, a recorded batch or a
+    /// lease renewal).
+    leased_at: Instant,
 }
 
 pub async fn run(node: Arc<Node>, pool: deadpool_postgres::Pool) -> anyhow::Result<()> {
@@ -86,17 +90,19 @@ pub async fn run(node: Arc<Node>, pool: deadpool_postgres::Pool) -> anyhow::Resu
     let (mut consumer, mut leadership) = join_group(&node)?;
     let producer = rtgs_kafka::clients::producer(&node.bootstrap, &format!("{}-sequencer", node.name))?;
     let mut leader: Option<Leader> = None;
-    let mut last_lease = Instant::now();
     let mut last_check = Instant::now();
     let mut last_join = Instant::now();
     loop {
-        let lease_due = leader.is_some() && last_lease.elapsed() >= LEASE_INTERVAL;
+        // Every recorded batch renews the lease too: under load no separate renewal is due.
+        let lease_due = leader.as_ref().is_some_and(|l| l.leased_at.elapsed() >= LEASE_INTERVAL);
         let check_due = leader.is_none() && last_check.elapsed() >= LEASE_CHECK_INTERVAL;
         if lease_due || check_due {
-            (last_lease, last_check) = (Instant::now(), Instant::now());
-            if let Some(l) = leader.as_ref() {
+            last_check = Instant::now();
+            if let Some(l) = leader.as_mut() {
                 // The lease also checks the fence while idle.
-                if !retry_pg(&node, "sequencer lease", || store.heartbeat(l.epoch)).await? {
+                let epoch = l.epoch;
+                l.leased_at = Instant::now();
+                if !retry_pg(&node, "sequencer lease", || store.heartbeat(epoch)).await? {
                     eprintln!("{}: sequencer: fenced by a newer leader; stepping down", node.name);
                     leader = None;
                     node.stats.leader.store(false, Ordering::Relaxed);
@@ -242,6 +248,7 @@ async fn take_over(
         in_flight: VecDeque::new(),
         delivered_seq_first: None,
         last_mark: Instant::now(),
+        leased_at: Instant::now(),
     })
 }
 
@@ -380,6 +387,7 @@ async fn record_and_publish(
             Err(e) => return Err(e.into()),
         }
     }
+    l.leased_at = Instant::now();
     l.inbound_offset = l.inbound_offset.max(inbound_offset);
     node.stats.seq_sequenced.store(batch.seq_last, Ordering::Relaxed);
     node.metrics.sequenced(entries.len());
