@@ -330,9 +330,9 @@ pub async fn run(
             );
             stall.1 = Instant::now();
             // And read the acks again from where a restart would (the first message that still
-            // holds an ack of an unfinal seq): whatever this finalizer missed, it gets again.
-            let resume = s.ack_offset() + 1;
-            rewind_to = Some(rewind_to.map_or(resume, |o| o.min(resume)));
+            // holds an ack of an unfinal seq): whatever this finalizer missed, it gets again. No
+            // later than any dropped ack: a message holding one holds an unfinal seq's ack.
+            rewind_to = Some(s.ack_offset() + 1);
         }
         if let Some(offset) = rewind_to {
             s.rewind(offset);

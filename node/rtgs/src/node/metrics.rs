@@ -251,7 +251,10 @@ const MIRRORED_COUNTERS: [(&str, &str); 8] = [
     ("rtgs_pg_retries_total", "PostgreSQL calls retried (server unreachable or failing)."),
     ("rtgs_notices_total", "Final notices published to this center's participants."),
     ("rtgs_reacks_total", "Times finality stood still and this center published its acks again."),
-    ("rtgs_ack_rewinds_total", "Times the finality task read the acks again for acks beyond its window."),
+    (
+        "rtgs_ack_rewinds_total",
+        "Times the finality task read the acks again (acks beyond its window, or a stall).",
+    ),
 ];
 /// Gauges read from [`super::Stats`] when scraped: (name, help).
 const GAUGES: [(&str, &str); 5] = [

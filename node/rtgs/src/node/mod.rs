@@ -162,8 +162,8 @@ pub struct Stats {
     pub notices: AtomicU64,
     /// Times finality stood still and this center published its acks again.
     pub reacks: AtomicU64,
-    /// Times the finality task read the acks topic again for acks it had dropped as too far
-    /// ahead of its window.
+    /// Times the finality task read the acks topic again: for acks it had dropped as too far
+    /// ahead of its window, or because finality stood still.
     pub ack_rewinds: AtomicU64,
     pub refusals: AtomicU64,
     pub batches_committed: AtomicU64,
