@@ -299,7 +299,7 @@ impl ReadModel {
             }
             books.apply(&entry);
             if let Some(p) = plugins.as_mut() {
-                p.0.apply(&entry);
+                p.0.apply(&entry, &mut books.ledger);
                 p.1 = entry.seq;
             }
         }

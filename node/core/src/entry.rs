@@ -151,7 +151,7 @@ pub struct Transfer {
 }
 
 /// The plugins this node knows (a closed set: a `match` shows them all).
-#[derive(Copy, Clone, PartialEq, Eq, Hash, Debug)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
 #[repr(u8)]
 pub enum PluginKind {
     Collection = 1,
@@ -269,8 +269,8 @@ impl Entry {
     }
 }
 
-/// ISO 20022 `ExternalStatusReason1Code` values we use, plus two proprietary `RTnn` codes for
-/// account administration, which ISO leaves to the scheme.
+/// ISO 20022 `ExternalStatusReason1Code` values we use, plus proprietary `RTnn` codes for account
+/// administration and ledger holds, which ISO leaves to the scheme.
 #[derive(Copy, Clone, PartialEq, Eq, Hash, Debug)]
 #[repr(u16)]
 pub enum RejectReason {
@@ -292,12 +292,16 @@ pub enum RejectReason {
     Duplicate = 8,
     /// RT01 (proprietary): an account with this number already exists.
     AccountExists = 9,
-    /// RT02 (proprietary): an account with a non-zero balance cannot be closed.
+    /// RT02 (proprietary): an account with a non-zero balance (or a hold on it) cannot be closed.
     BalanceNotZero = 10,
+    /// RT03 (proprietary): a ledger intent names a hold that does not exist.
+    UnknownHold = 11,
+    /// RT04 (proprietary): a ledger intent creates a hold whose id is already held.
+    HoldExists = 12,
 }
 
 impl RejectReason {
-    pub const ALL: [RejectReason; 10] = [
+    pub const ALL: [RejectReason; 12] = [
         RejectReason::UnknownAccount,
         RejectReason::ClosedAccount,
         RejectReason::InsufficientFunds,
@@ -308,6 +312,8 @@ impl RejectReason {
         RejectReason::Duplicate,
         RejectReason::AccountExists,
         RejectReason::BalanceNotZero,
+        RejectReason::UnknownHold,
+        RejectReason::HoldExists,
     ];
 
     /// The four-letter ISO 20022 (or proprietary `RTnn`) code.
@@ -323,6 +329,8 @@ impl RejectReason {
             RejectReason::Duplicate => "DUPL",
             RejectReason::AccountExists => "RT01",
             RejectReason::BalanceNotZero => "RT02",
+            RejectReason::UnknownHold => "RT03",
+            RejectReason::HoldExists => "RT04",
         }
     }
 

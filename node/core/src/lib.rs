@@ -11,11 +11,17 @@
 //! * [`gap_buffer`] — lock-free bounded reorder window between journal readers and the applier.
 //! * [`ledger`] — deterministic apply, ISO 20022 reject reasons, chained state hash.
 //! * [`finalizer`] — 2-of-3 quorum tally, exactly-once finality, divergence halt.
+//! * [`replica`] — the ledger and the plugin host applied together: the one apply path.
+//! * [`center`] — one data center's whole state machine (gap buffer → replica → commits → acks
+//!   → quorum → notices, its timers and window policies): the type every engine drives.
+//! * [`client`] — what engines tell their clients (final notices, refusals).
 //! * [`plugin`] — the contract plugins implement (deterministic, effects out, results in).
 //! * [`plugin_host`] — a center's plugins: routing, step digests, effect ownership, failover.
 //! * [`sim`] — the deterministic simulator (VOPR-style) that drives all of the above.
 //! * [`limits`] — every bound in one place; [`hash`], [`prng`] — deterministic helpers.
 
+pub mod center;
+pub mod client;
 pub mod codec;
 pub mod entry;
 pub mod finalizer;
@@ -26,5 +32,6 @@ pub mod limits;
 pub mod plugin;
 pub mod plugin_host;
 pub mod prng;
+pub mod replica;
 pub mod sequencer;
 pub mod sim;

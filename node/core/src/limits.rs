@@ -21,8 +21,16 @@ pub const GAP_BUFFER_SLOTS: usize = 1 << 16;
 /// How long a hole in the delivered sequence may wait before it is reported (never skipped).
 pub const GAP_TIMEOUT_US: u64 = 200_000;
 
-/// The sequencer emits a `Tick` when no entry has been stamped for this long.
+/// The sequencer stamps a `Tick` at least this often, idle or loaded (plugin timers run on it).
 pub const TICK_INTERVAL_US: u64 = 1_000_000;
+
+/// Finality standing still this long while the center has committed the oldest unfinal seq
+/// makes it publish its acks from there again and read the ack stream again (center docs).
+pub const REACK_AFTER_US: u64 = 5_000_000;
+
+/// A plugin owner whose acks stand still this long while others advance is suspected, and the
+/// lowest-numbered center whose acks advance proposes itself (center docs).
+pub const OWNER_SILENCE_US: u64 = 5_000_000;
 
 /// Largest encoded journal frame (header + body).
 pub const FRAME_BYTES_MAX: usize = 16 << 20;
@@ -50,3 +58,8 @@ const _: () = assert!(GAP_BUFFER_SLOTS <= FINALIZER_WINDOW_SEQS);
 const _: () = assert!(DEDUPE_WINDOW_ENTRIES >= 8 * SEQUENCER_BATCH_ENTRIES_MAX);
 const _: () = assert!(CENTER_COUNT_MAX <= 8);
 const _: () = assert!(BMI_BYTES_MAX < 256);
+// A stall is only declared after several tick intervals: an idle cluster's finality moves
+// with every tick, and so do the owner's acks.
+const _: () = assert!(REACK_AFTER_US >= 2 * TICK_INTERVAL_US);
+const _: () = assert!(OWNER_SILENCE_US >= 2 * TICK_INTERVAL_US);
+const _: () = assert!(GAP_TIMEOUT_US < TICK_INTERVAL_US);

@@ -8,12 +8,19 @@
 //! a result op code), so every center holds identical plugin state and a plugin rebuilds from the
 //! journal alone.
 //!
+//! **Money moves only through ledger intents** (mission.md §3.4): a plugin's step gets a
+//! [`Step`], through which it emits effects and applies [`LedgerIntent`] groups — all of a group
+//! or none, answered at once with the ISO reason of a refusal — in the seq of the entry it
+//! applies. It never holds the ledger; the host folds every intent applied into the step digest,
+//! so the state hash covers them.
+//!
 //! **Effect ids are deterministic** (`seq << 16 | index within the entry`): an effect executed
 //! again after a failover carries the same id, and its result re-enters with a `bmi` derived from
 //! it, so the sequencer's dedupe (or the plugin itself) drops the second result. Adapters must
 //! make re-execution harmless (same signed transaction, same nonce).
 
-use crate::entry::{Bmi, Entry, PluginCommand, PluginKind, Seq};
+use crate::entry::{AccountId, Bmi, Entry, PluginCommand, PluginKind, Seq};
+use crate::ledger::{Hold, HoldKey, IntentRejected, Ledger, LedgerIntent};
 
 /// A request to the outside world, in the plugin's own encoding.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -32,6 +39,55 @@ impl Effect {
     }
 }
 
+/// What a plugin's step may do besides changing its own state (see the module docs).
+pub struct Step<'a> {
+    seq: Seq,
+    plugin: PluginKind,
+    effects: &'a mut Vec<Effect>,
+    ledger: &'a mut Ledger,
+    /// Every intent group offered, with its answer (the host folds them into the step digest).
+    log: &'a mut Vec<(LedgerIntent, bool)>,
+}
+
+impl<'a> Step<'a> {
+    /// A step of `plugin` at `seq` over `ledger` (the plugin host makes these; tests may too).
+    pub fn new(
+        seq: Seq,
+        plugin: PluginKind,
+        effects: &'a mut Vec<Effect>,
+        ledger: &'a mut Ledger,
+        log: &'a mut Vec<(LedgerIntent, bool)>,
+    ) -> Self {
+        Step { seq, plugin, effects, ledger, log }
+    }
+
+    pub fn seq(&self) -> Seq {
+        self.seq
+    }
+
+    /// The effects emitted so far in this step (append to emit).
+    pub fn effects(&mut self) -> &mut Vec<Effect> {
+        self.effects
+    }
+
+    /// Applies a group of intents, all or none; on refusal nothing of the group moved.
+    pub fn apply_intents(&mut self, intents: &[LedgerIntent]) -> Result<(), IntentRejected> {
+        let result = self.ledger.apply_intents(self.plugin, intents);
+        self.log.extend(intents.iter().map(|i| (*i, result.is_ok())));
+        result
+    }
+
+    /// An account's available balance (`None`: unknown or closed).
+    pub fn available_minor(&self, account: AccountId) -> Option<u64> {
+        self.ledger.account(account).filter(|a| !a.closed).map(|a| a.balance_minor)
+    }
+
+    /// One of this plugin's live holds.
+    pub fn hold(&self, id: u64) -> Option<Hold> {
+        self.ledger.hold(HoldKey { plugin: self.plugin, id }).copied()
+    }
+}
+
 /// A checkpoint that does not decode.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("plugin checkpoint is malformed")]
@@ -41,10 +97,10 @@ pub struct PluginDecodeError;
 pub trait Plugin: Sized + Send + 'static {
     const KIND: PluginKind;
 
-    /// Applies one journal entry (all entries are offered: the plugin's own commands, ticks,
-    /// and anything else it chooses to watch), appending effects to `effects`. Malformed plugin
-    /// commands are recorded as rejected by the plugin, never a panic.
-    fn apply(&mut self, entry: &Entry, effects: &mut Vec<Effect>);
+    /// Applies one journal entry (its own commands and ticks are offered), emitting effects and
+    /// ledger intents through `step`. Malformed plugin commands are recorded as rejected by the
+    /// plugin, never a panic.
+    fn apply(&mut self, entry: &Entry, step: &mut Step<'_>);
 
     /// Hash of the whole plugin state, O(state): checked when a checkpoint is written and read
     /// and compared across centers by audits, never computed on the hot path.
@@ -74,7 +130,7 @@ pub trait Plugin: Sized + Send + 'static {
 /// cannot name plugin crates, which depend on it).
 pub trait HostedPlugin: Send {
     fn kind(&self) -> PluginKind;
-    fn apply(&mut self, entry: &Entry, effects: &mut Vec<Effect>);
+    fn apply(&mut self, entry: &Entry, step: &mut Step<'_>);
     fn digest(&self) -> u64;
     fn state_hash(&self) -> u64;
     fn pending_effects(&self, out: &mut Vec<Effect>);
@@ -89,8 +145,8 @@ impl<T: Plugin> HostedPlugin for T {
     fn kind(&self) -> PluginKind {
         T::KIND
     }
-    fn apply(&mut self, entry: &Entry, effects: &mut Vec<Effect>) {
-        Plugin::apply(self, entry, effects)
+    fn apply(&mut self, entry: &Entry, step: &mut Step<'_>) {
+        Plugin::apply(self, entry, step)
     }
     fn digest(&self) -> u64 {
         Plugin::digest(self)

@@ -31,8 +31,9 @@
 
 use crate::entry::{Bmi, CenterId, Entry, InputError, Payload, PluginCommand, PluginKind};
 use crate::hash::{bytes64, fold, mix64};
+use crate::ledger::{Ledger, LedgerIntent};
 use crate::limits::CENTER_COUNT_MAX;
-use crate::plugin::{Effect, HostedPlugin};
+use crate::plugin::{Effect, HostedPlugin, Step};
 
 /// Plugin command ops from here up are the host's, never handed to the plugin.
 pub const HOST_OP_FIRST: u16 = 0xFF00;
@@ -116,6 +117,10 @@ pub struct PluginHost {
     /// Effects this center must execute, in emission order.
     outbox: Vec<Effect>,
     scratch: Vec<Effect>,
+    /// The intents of the step being applied, with their answers (the digest folds them).
+    intents_log: Vec<(LedgerIntent, bool)>,
+    /// The intents applied (accepted) at the last entry a plugin took, by plugin: statements.
+    intents_applied: Vec<(PluginKind, LedgerIntent)>,
 }
 
 impl PluginHost {
@@ -128,12 +133,22 @@ impl PluginHost {
             }
             slots.push(Slot { plugin, owner: OWNER_INITIAL, term: 0, host_ops_refused: 0 });
         }
-        Ok(PluginHost { me, live: false, slots, outbox: Vec::new(), scratch: Vec::new() })
+        let mut host = Self::empty(me);
+        host.slots = slots;
+        Ok(host)
     }
 
     /// A host with no plugins: `apply` returns `None` for everything.
     pub fn empty(me: CenterId) -> Self {
-        PluginHost { me, live: false, slots: Vec::new(), outbox: Vec::new(), scratch: Vec::new() }
+        PluginHost {
+            me,
+            live: false,
+            slots: Vec::new(),
+            outbox: Vec::new(),
+            scratch: Vec::new(),
+            intents_log: Vec::new(),
+            intents_applied: Vec::new(),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -182,23 +197,31 @@ impl PluginHost {
         self.outbox.clear();
     }
 
-    /// Applies one entry (after the ledger applied it, in seq order). Returns the step digest to
-    /// fold into the state hash if a plugin (or the host) took the entry, `None` otherwise.
-    pub fn apply(&mut self, entry: &Entry) -> Option<u64> {
+    /// Applies one entry (after the ledger applied it, in seq order; the plugins' ledger intents
+    /// go to `ledger` in this same seq). Returns the step digest to fold into the state hash if a
+    /// plugin (or the host) took the entry, `None` otherwise.
+    pub fn apply(&mut self, entry: &Entry, ledger: &mut Ledger) -> Option<u64> {
         match &entry.payload {
             Payload::Tick if !self.slots.is_empty() => {
+                self.intents_applied.clear();
                 let mut digest = mix64(entry.seq ^ TICK_SEED);
                 for i in 0..self.slots.len() {
-                    digest = fold(digest, self.step(i, entry));
+                    digest = fold(digest, self.step(i, entry, ledger));
                 }
                 Some(digest)
             }
             Payload::Plugin(c) => {
                 let i = self.slots.iter().position(|s| s.plugin.kind() == c.plugin)?;
-                Some(if c.op >= HOST_OP_FIRST { self.host_op(i, c) } else { self.step(i, entry) })
+                self.intents_applied.clear();
+                Some(if c.op >= HOST_OP_FIRST { self.host_op(i, c) } else { self.step(i, entry, ledger) })
             }
             _ => None,
         }
+    }
+
+    /// The intents applied at the last entry a plugin took, by plugin (statements read them).
+    pub fn intents_applied(&self) -> &[(PluginKind, LedgerIntent)] {
+        &self.intents_applied
     }
 
     /// Moves the effects this center must execute into `out`.
@@ -214,14 +237,26 @@ impl PluginHost {
         self.slots.iter().find(|s| s.plugin.kind() == kind)
     }
 
-    fn step(&mut self, i: usize, entry: &Entry) -> u64 {
+    fn step(&mut self, i: usize, entry: &Entry, ledger: &mut Ledger) -> u64 {
         let slot = &mut self.slots[i];
+        let kind = slot.plugin.kind();
         self.scratch.clear();
-        slot.plugin.apply(entry, &mut self.scratch);
-        let mut digest = mix64(u64::from(slot.plugin.kind() as u8) ^ slot.plugin.digest());
+        self.intents_log.clear();
+        let mut step = Step::new(entry.seq, kind, &mut self.scratch, ledger, &mut self.intents_log);
+        slot.plugin.apply(entry, &mut step);
+        let mut digest = mix64(u64::from(kind as u8) ^ slot.plugin.digest());
         for e in &self.scratch {
             digest = fold(digest, e.effect_id ^ (u64::from(e.op) << 48));
             digest = fold(digest, bytes64(u64::from(e.op), &e.body));
+        }
+        for (intent, ok) in &self.intents_log {
+            for w in intent.digest_words() {
+                digest = fold(digest, w);
+            }
+            digest = fold(digest, u64::from(*ok));
+            if *ok {
+                self.intents_applied.push((kind, *intent));
+            }
         }
         if self.live && slot.owner == self.me {
             self.outbox.append(&mut self.scratch);

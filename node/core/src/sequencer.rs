@@ -72,6 +72,8 @@ pub struct Sequencer {
     epoch: u32,
     seq_next: Seq,
     timestamp_last_us: u64,
+    /// Timestamp of the last `Tick` stamped (or recovered): the next is due a tick interval on.
+    tick_last_us: u64,
     dedupe: Dedupe,
 }
 
@@ -82,7 +84,14 @@ impl Sequencer {
     }
 
     pub fn with_window(center: CenterId, epoch: u32, window_entries: usize) -> Self {
-        Sequencer { center, epoch, seq_next: 1, timestamp_last_us: 0, dedupe: Dedupe::new(window_entries) }
+        Sequencer {
+            center,
+            epoch,
+            seq_next: 1,
+            timestamp_last_us: 0,
+            tick_last_us: 0,
+            dedupe: Dedupe::new(window_entries),
+        }
     }
 
     pub fn seq_next(&self) -> Seq {
@@ -102,6 +111,9 @@ impl Sequencer {
         self.seq_next = entry.seq + 1;
         self.epoch = self.epoch.max(entry.epoch);
         self.timestamp_last_us = self.timestamp_last_us.max(entry.timestamp_us);
+        if entry.payload == crate::entry::Payload::Tick {
+            self.tick_last_us = self.tick_last_us.max(entry.timestamp_us);
+        }
         if !entry.bmi.is_none() {
             self.dedupe.insert(entry.bmi.fingerprint(), entry.seq, entry.payload.digest());
         }
@@ -173,12 +185,15 @@ impl Sequencer {
         Admission::Sequenced(seq)
     }
 
-    /// A `Tick` if nothing has been stamped for `TICK_INTERVAL_US`.
+    /// A `Tick` if none has been stamped for `TICK_INTERVAL_US`, whatever else was: plugin timers
+    /// fire under continuous traffic as they do when idle (mission.md §3.4, "time never
+    /// stops"). The driver calls this with every batch it sequences and when idle.
     pub fn poll_tick(&mut self, now_us: u64) -> Option<Entry> {
-        if now_us < self.timestamp_last_us.saturating_add(TICK_INTERVAL_US) {
+        if now_us < self.tick_last_us.saturating_add(TICK_INTERVAL_US) {
             return None;
         }
         let timestamp_us = self.stamp(now_us);
+        self.tick_last_us = timestamp_us;
         let seq = self.seq_next;
         self.seq_next += 1;
         Some(Entry::tick(seq, self.epoch, timestamp_us, self.center))
@@ -230,27 +245,32 @@ mod tests {
     }
 
     #[test]
-    fn tick_only_when_idle() {
-        let mut s = Sequencer::with_window(CenterId(3), 1, 64);
+    fn a_tick_every_interval_idle_or_loaded() {
+        let mut s = Sequencer::with_window(CenterId(3), 1, 1 << 12);
         let (mut e, mut a) = (Vec::new(), Vec::new());
-        s.handle_commands(10, vec![transfer("A", 5)], &mut e, &mut a);
-        assert_eq!(s.poll_tick(10 + TICK_INTERVAL_US - 1), None);
-        let t = s.poll_tick(10 + TICK_INTERVAL_US);
-        assert!(matches!(t, Some(Entry { seq: 2, payload: Payload::Tick, origin: CenterId(3), .. })));
-        assert_eq!(s.poll_tick(11 + TICK_INTERVAL_US), None);
+        let t0 = TICK_INTERVAL_US + 10;
+        let first = s.poll_tick(t0);
+        assert!(matches!(first, Some(Entry { seq: 1, payload: Payload::Tick, origin: CenterId(3), .. })));
+        // Continuous traffic: a transfer every millisecond for three intervals.
+        let mut ticks = Vec::new();
+        for ms in 1..=3_000u64 {
+            let now = t0 + ms * 1_000;
+            s.handle_commands(now, vec![transfer(&format!("T{ms}"), 5)], &mut e, &mut a);
+            ticks.extend(s.poll_tick(now).map(|t| t.timestamp_us));
+        }
+        assert_eq!(ticks, vec![t0 + TICK_INTERVAL_US, t0 + 2 * TICK_INTERVAL_US, t0 + 3 * TICK_INTERVAL_US]);
+        assert_eq!(s.poll_tick(t0 + 1 + 3 * TICK_INTERVAL_US), None);
     }
 
     #[test]
-    fn retries_and_empty_batches_do_not_hold_back_the_tick() {
+    fn recovery_restores_the_tick_schedule() {
         let mut s = Sequencer::with_window(CenterId(1), 1, 64);
-        let (mut e, mut a) = (Vec::new(), Vec::new());
-        s.handle_commands(10, vec![transfer("A", 5)], &mut e, &mut a);
-        for t in 1..20u64 {
-            s.handle_commands(10 + t * TICK_INTERVAL_US / 10, vec![transfer("A", 5)], &mut e, &mut a);
-            s.handle_commands(10 + t * TICK_INTERVAL_US / 10, Vec::new(), &mut e, &mut a);
-        }
-        assert_eq!(e.len(), 1, "retries are not journaled");
-        assert!(s.poll_tick(10 + TICK_INTERVAL_US).is_some(), "idle since the only entry: tick");
+        let t0 = TICK_INTERVAL_US + 500;
+        let tick = s.poll_tick(t0).unwrap_or_else(|| unreachable!("the first poll ticks"));
+        let mut t = Sequencer::with_window(CenterId(2), 0, 64);
+        t.recover(&tick);
+        assert_eq!(t.poll_tick(t0 + TICK_INTERVAL_US - 1), None, "the recovered tick counts");
+        assert!(t.poll_tick(t0 + TICK_INTERVAL_US).is_some());
     }
 
     #[test]

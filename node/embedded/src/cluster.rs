@@ -1098,7 +1098,7 @@ impl CenterThread {
         let mut plugin_entries = 0usize;
         let n = self.gap_out.drain(usize::MAX, 0, |_, (entry, submitted_at_us)| {
             let mut applied = ledger.apply(&entry);
-            if let Some(digest) = host.apply(&entry) {
+            if let Some(digest) = host.apply(&entry, ledger) {
                 applied.state_hash = ledger.fold(digest);
                 plugin_entries += 1;
             }

@@ -9,8 +9,8 @@
 use crate::StoreError;
 use deadpool_postgres::Pool;
 use futures_util::pin_mut;
-use rtgs_core::entry::{AccountId, Bmi, CenterId, Currency, Entry, Outcome, Payload, Seq};
-use rtgs_core::ledger::{Account, Applied, Ledger};
+use rtgs_core::entry::{AccountId, Bmi, CenterId, Currency, Entry, Outcome, Payload, PluginKind, Seq};
+use rtgs_core::ledger::{Account, Applied, Hold, HoldKey, Ledger};
 use tokio_postgres::binary_copy::BinaryCopyInWriter;
 use tokio_postgres::types::{ToSql, Type};
 
@@ -33,6 +33,8 @@ pub struct BatchCommit<'a> {
     /// Journal-topic offset of the batch's last frame.
     pub journal_offset: i64,
     pub changed_accounts: &'a [Account],
+    /// Holds that changed: `Some` as they are now, `None` when released or settled.
+    pub changed_holds: &'a [(HoldKey, Option<Hold>)],
     pub funded: &'a [(Currency, u64)],
     /// Seqs that became final since the last batch, as inclusive ranges.
     pub final_ranges: &'a [(Seq, Seq)],
@@ -135,6 +137,7 @@ impl CenterStore {
             }
             copy_entries(&tx, b).await?;
             upsert_accounts(&tx, b.changed_accounts).await?;
+            write_holds(&tx, b.changed_holds).await?;
             let (cur, minor): (Vec<String>, Vec<i64>) =
                 b.funded.iter().map(|(c, m)| (c.as_str().to_string(), *m as i64)).unzip();
             tx.execute(
@@ -267,6 +270,7 @@ impl CenterStore {
                     id: AccountId(r.get::<_, i64>(0) as u64),
                     currency,
                     balance_minor: r.get::<_, i64>(2) as u64,
+                    held_minor: 0, // derived from the holds by `Ledger::restore`
                     closed: r.get(3),
                 })
             })
@@ -281,9 +285,23 @@ impl CenterStore {
                 Ok((c, r.get::<_, i64>(1) as u64))
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
+        let holds = client
+            .query("SELECT plugin, id, account, amount_minor FROM hold ORDER BY plugin, id", &[])
+            .await?
+            .iter()
+            .map(|r| {
+                let plugin = u8::try_from(r.get::<_, i16>(0))
+                    .ok()
+                    .and_then(PluginKind::from_u8)
+                    .ok_or_else(|| StoreError::Corrupt("hold plugin".into()))?;
+                let key = HoldKey { plugin, id: r.get::<_, i64>(1) as u64 };
+                Ok((key, AccountId(r.get::<_, i64>(2) as u64), r.get::<_, i64>(3) as u64))
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
         let ledger = Ledger::restore(
             accounts,
             funded,
+            holds,
             w.get::<_, i64>(0) as u64,
             w.get::<_, i64>(1) as u64,
             w.get::<_, i64>(5) as u64,
@@ -364,6 +382,42 @@ async fn upsert_accounts(
         &[&ids, &currencies, &balances, &closed],
     )
     .await?;
+    Ok(())
+}
+
+/// Deletes the holds that are gone and upserts the others (ids are `u64` stored as their bits).
+async fn write_holds(
+    tx: &deadpool_postgres::Transaction<'_>,
+    holds: &[(HoldKey, Option<Hold>)],
+) -> Result<(), StoreError> {
+    if holds.is_empty() {
+        return Ok(());
+    }
+    let (gone, live): (Vec<_>, Vec<_>) = holds.iter().partition(|(_, h)| h.is_none());
+    if !gone.is_empty() {
+        let plugin: Vec<i16> = gone.iter().map(|(k, _)| i16::from(k.plugin as u8)).collect();
+        let id: Vec<i64> = gone.iter().map(|(k, _)| k.id as i64).collect();
+        tx.execute(
+            "DELETE FROM hold h USING UNNEST($1::smallint[], $2::bigint[]) AS g(plugin, id)
+              WHERE h.plugin = g.plugin AND h.id = g.id",
+            &[&plugin, &id],
+        )
+        .await?;
+    }
+    let live: Vec<(HoldKey, Hold)> = live.iter().filter_map(|(k, h)| h.map(|h| (*k, h))).collect();
+    if !live.is_empty() {
+        let plugin: Vec<i16> = live.iter().map(|(k, _)| i16::from(k.plugin as u8)).collect();
+        let id: Vec<i64> = live.iter().map(|(k, _)| k.id as i64).collect();
+        let account: Vec<i64> = live.iter().map(|(_, h)| h.account.0 as i64).collect();
+        let amount: Vec<i64> = live.iter().map(|(_, h)| i64_of(h.amount_minor)).collect::<Result<_, _>>()?;
+        tx.execute(
+            "INSERT INTO hold (plugin, id, account, amount_minor)
+             SELECT * FROM UNNEST($1::smallint[], $2::bigint[], $3::bigint[], $4::bigint[])
+             ON CONFLICT (plugin, id) DO UPDATE SET account = EXCLUDED.account, amount_minor = EXCLUDED.amount_minor",
+            &[&plugin, &id, &account, &amount],
+        )
+        .await?;
+    }
     Ok(())
 }
 

@@ -23,6 +23,7 @@ const CENTER: &[(&str, &str)] = &[
     ("0002_account_fillfactor", include_str!("../../../migrations/center/0002_account_fillfactor.sql")),
     ("0003_notice_watermark", include_str!("../../../migrations/center/0003_notice_watermark.sql")),
     ("0004_plugin_state", include_str!("../../../migrations/center/0004_plugin_state.sql")),
+    ("0005_holds", include_str!("../../../migrations/center/0005_holds.sql")),
 ];
 const LOCK_KEY: i64 = 0x5254_4753; // "RTGS"
 

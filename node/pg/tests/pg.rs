@@ -3,8 +3,8 @@
 //! If the server cannot be started the test fails and says why; it never skips.
 
 use rtgs_core::codec;
-use rtgs_core::entry::{AccountId, Bmi, CenterId, Currency, Entry, Outcome, Payload, Transfer};
-use rtgs_core::ledger::Ledger;
+use rtgs_core::entry::{AccountId, Bmi, CenterId, Currency, Entry, Outcome, Payload, PluginKind, Transfer};
+use rtgs_core::ledger::{ChangedRows, HoldKey, Ledger, LedgerIntent};
 use rtgs_pg::center_store::{BatchCommit, CenterStore, TallyRow};
 use rtgs_pg::dev;
 use rtgs_pg::migrate::{migrate, Schema};
@@ -152,7 +152,15 @@ async fn center_commits_batches_atomically_restores_and_never_applies_twice() {
     let mut batches = Vec::new();
     for (k, chunk) in entries.chunks(17).enumerate() {
         let applied: Vec<_> = chunk.iter().map(|e| ledger.apply(e)).collect();
-        let mut changed = Vec::new();
+        // Plugin holds are rows too: two made after the first batch, one settled after the second.
+        let hold = |id, account| LedgerIntent::Hold { id, account: AccountId(account), amount_minor: 5 };
+        let intents: &[LedgerIntent] = match k {
+            1 => &[hold(1, 1), hold(2, 2)],
+            2 => &[LedgerIntent::Settle { id: 1, to: AccountId(3) }],
+            _ => &[],
+        };
+        ledger.apply_intents(PluginKind::Withdrawal, intents).unwrap_or_else(|e| panic!("{e}"));
+        let mut changed = ChangedRows::default();
         let funded = ledger.take_changed(&mut changed).to_vec();
         let last = applied[applied.len() - 1].seq;
         let tallies =
@@ -161,7 +169,8 @@ async fn center_commits_batches_atomically_restores_and_never_applies_twice() {
             entries: chunk,
             applied: &applied,
             journal_offset: k as i64,
-            changed_accounts: &changed,
+            changed_accounts: &changed.accounts,
+            changed_holds: &changed.holds,
             funded: &funded,
             final_ranges: &[(chunk[0].seq, last - 1)],
             tallies: &tallies,
@@ -180,7 +189,8 @@ async fn center_commits_batches_atomically_restores_and_never_applies_twice() {
         entries: chunk,
         applied,
         journal_offset: 1,
-        changed_accounts: changed,
+        changed_accounts: &changed.accounts,
+        changed_holds: &changed.holds,
         funded,
         final_ranges: &[],
         tallies: &[],
@@ -203,7 +213,15 @@ async fn center_commits_batches_atomically_restores_and_never_applies_twice() {
     let mut mine = ledger.accounts().to_vec();
     mine.sort_by_key(|a| a.id);
     assert_eq!(stored.ledger.accounts(), &mine[..]);
-    assert_eq!(stored.ledger.balance_total_minor(), stored.ledger.funded_total_minor());
+    assert_eq!(
+        stored.ledger.balance_total_minor() + stored.ledger.held_total_minor(),
+        stored.ledger.funded_total_minor()
+    );
+    // The hold settled is gone, the other one is back with its account's held sum.
+    let key = |id| HoldKey { plugin: PluginKind::Withdrawal, id };
+    assert!(stored.ledger.hold(key(1)).is_none());
+    assert_eq!(stored.ledger.hold(key(2)), ledger.hold(key(2)));
+    assert_eq!(stored.ledger.account(AccountId(2)).map(|a| a.held_minor), Some(5));
     assert_eq!(stored.journal_offset, batches.len() as i64 - 1);
     assert_eq!(stored.ack_offset, 100 + batches.len() as i64 - 1);
     assert_eq!(stored.tallies.len(), 1, "tallies below the unfinal watermark are gone");

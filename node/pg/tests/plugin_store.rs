@@ -33,12 +33,17 @@ fn entry(seq: u64, payload: Payload) -> Entry {
 /// A host with some collection state and a moved owner, at seq `n + 2`.
 fn busy_host(n: u64) -> PluginHost {
     let mut h = host();
+    // Collection moves no ledger money: a scratch ledger takes its (absent) intents.
+    let mut ledger = rtgs_core::ledger::Ledger::new();
     let relayer = CollectionCommand::RegisterRelayer(RegisterRelayer {
         chain: ChainId(1),
         relayer: RelayerId(7),
         next_nonce: 0,
     });
-    h.apply(&entry(1, Payload::Plugin(relayer.to_plugin_command().unwrap_or_else(|e| panic!("{e}")))));
+    h.apply(
+        &entry(1, Payload::Plugin(relayer.to_plugin_command().unwrap_or_else(|e| panic!("{e}")))),
+        &mut ledger,
+    );
     for i in 0..n {
         let d = CollectionCommand::DepositConfirmed(DepositConfirmed {
             deposit: DepositId(i + 1),
@@ -49,11 +54,14 @@ fn busy_host(n: u64) -> PluginHost {
             amount_minor: 2_000_000,
             block_height: 5,
         });
-        h.apply(&entry(2 + i, Payload::Plugin(d.to_plugin_command().unwrap_or_else(|e| panic!("{e}")))));
+        h.apply(
+            &entry(2 + i, Payload::Plugin(d.to_plugin_command().unwrap_or_else(|e| panic!("{e}")))),
+            &mut ledger,
+        );
     }
     let owner = SetOwner { term: 1, owner: CenterId(3) };
     let cmd = owner.to_command(rtgs_core::entry::PluginKind::Collection).unwrap_or_else(|e| panic!("{e}"));
-    h.apply(&entry(2 + n, Payload::Plugin(cmd)));
+    h.apply(&entry(2 + n, Payload::Plugin(cmd)), &mut ledger);
     h
 }
 

@@ -99,7 +99,7 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     while reader.next_batch(&mut entries)? {
         for e in entries.drain(..) {
             ledger.apply(&e);
-            if let Some(digest) = host.apply(&e) {
+            if let Some(digest) = host.apply(&e, &mut ledger) {
                 ledger.fold(digest);
             }
             for ((check, (_, c)), plugins) in checks.iter_mut().zip(&checkpoints).zip(&plugin_hashes) {

@@ -67,13 +67,14 @@ async fn reconcile_finds_and_locates_divergence() {
         ledger.track_changes(true);
         for chunk in entries.chunks(10) {
             let applied: Vec<_> = chunk.iter().map(|e| ledger.apply(e)).collect();
-            let mut changed = Vec::new();
+            let mut changed = rtgs_core::ledger::ChangedRows::default();
             let funded = ledger.take_changed(&mut changed).to_vec();
             let commit = BatchCommit {
                 entries: chunk,
                 applied: &applied,
                 journal_offset: 0,
-                changed_accounts: &changed,
+                changed_accounts: &changed.accounts,
+                changed_holds: &changed.holds,
                 funded: &funded,
                 final_ranges: &[],
                 tallies: &[],

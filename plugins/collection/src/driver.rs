@@ -8,7 +8,7 @@
 //! ([`Driver::reexecute`]).
 
 use rtgs_core::entry::{Bmi, CenterId, Entry, InputError, Payload, Seq};
-use rtgs_core::plugin::{Effect, Plugin};
+use rtgs_core::plugin::Effect;
 
 use crate::chain_sim::ChainAdapter;
 use crate::command::CollectionCommand;
@@ -74,7 +74,7 @@ impl<A: ChainAdapter> Driver<A> {
         let seq = self.journal.len() as Seq + 1;
         let entry = Entry { seq, epoch: 1, timestamp_us: self.now_us, origin: CenterId(1), bmi, payload };
         self.scratch.clear();
-        self.plugin.apply(&entry, &mut self.scratch);
+        self.plugin.apply_entry(&entry, &mut self.scratch);
         self.journal.push(entry);
         let emitted = std::mem::take(&mut self.scratch);
         self.execute_all(&emitted);
@@ -150,7 +150,7 @@ pub fn replay(mut plugin: CollectionPlugin, journal: &[Entry]) -> CollectionPlug
     let mut sink = Vec::new();
     for e in journal {
         sink.clear();
-        plugin.apply(e, &mut sink);
+        plugin.apply_entry(e, &mut sink);
     }
     plugin
 }

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use rtgs_core::entry::{Entry, Payload, PluginKind, Seq};
-use rtgs_core::plugin::{Effect, Plugin, PluginDecodeError};
+use rtgs_core::plugin::{Effect, Plugin, PluginDecodeError, Step};
 
 use crate::checkpoint::{self, Index};
 use crate::command::*;
@@ -385,29 +385,9 @@ impl CollectionPlugin {
         Some(b.deposits.iter().filter_map(|d| self.st.deposits.get(d)).collect())
     }
 
-    /// Rebuilds the indexes from primary data and compares them with the live ones.
-    pub fn check_invariants(&self) -> Result<(), String> {
-        for r in self.st.relayers.values() {
-            let cached = self.maybe_free.get(&r.chain).is_some_and(|s| s.contains(&r.id));
-            if self.relayer_available(r.id) && !cached {
-                return Err(format!("relayer {:?} is available but not in the dispatch cache", r.id));
-            }
-        }
-        let rebuilt = Index::build(&self.st).map_err(str::to_string)?;
-        if rebuilt != self.ix {
-            return Err(format!(
-                "indexes drifted from the state:\n live {:?}\n rebuilt {:?}",
-                self.ix, rebuilt
-            ));
-        }
-        Ok(())
-    }
-}
-
-impl Plugin for CollectionPlugin {
-    const KIND: PluginKind = PluginKind::Collection;
-
-    fn apply(&mut self, entry: &Entry, effects: &mut Vec<Effect>) {
+    /// Applies one journal entry, appending its effects (the plugin step without a ledger: what
+    /// [`Plugin::apply`] does, and what the plugin's own tests and drivers call).
+    pub fn apply_entry(&mut self, entry: &Entry, effects: &mut Vec<Effect>) {
         // Idempotent by seq: a republished entry changes nothing.
         if entry.seq <= self.st.seq_applied {
             return;
@@ -432,6 +412,33 @@ impl Plugin for CollectionPlugin {
         self.apply_early_webhooks(&mut out);
         // Whatever freed a relayer or created a batch: hand out nonces now.
         self.dispatch_waiting(&mut out);
+    }
+
+    /// Rebuilds the indexes from primary data and compares them with the live ones.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        for r in self.st.relayers.values() {
+            let cached = self.maybe_free.get(&r.chain).is_some_and(|s| s.contains(&r.id));
+            if self.relayer_available(r.id) && !cached {
+                return Err(format!("relayer {:?} is available but not in the dispatch cache", r.id));
+            }
+        }
+        let rebuilt = Index::build(&self.st).map_err(str::to_string)?;
+        if rebuilt != self.ix {
+            return Err(format!(
+                "indexes drifted from the state:\n live {:?}\n rebuilt {:?}",
+                self.ix, rebuilt
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Plugin for CollectionPlugin {
+    const KIND: PluginKind = PluginKind::Collection;
+
+    fn apply(&mut self, entry: &Entry, step: &mut Step<'_>) {
+        // Collection moves no ledger money (it sweeps on-chain balances): effects only.
+        self.apply_entry(entry, step.effects());
     }
 
     fn state_hash(&self) -> u64 {

@@ -4,10 +4,22 @@
 use super::*;
 use crate::entry::{AccountId, Currency, Seq, Transfer};
 use crate::plugin::{Plugin, PluginDecodeError};
+
+/// Applies with a throwaway ledger (the toy moves money only in the intents test).
+trait ApplyAlone {
+    fn apply1(&mut self, e: &Entry) -> Option<u64>;
+}
+
+impl ApplyAlone for PluginHost {
+    fn apply1(&mut self, e: &Entry) -> Option<u64> {
+        self.apply(e, &mut Ledger::new())
+    }
+}
 use std::collections::BTreeMap;
 
 const REQUEST: u16 = 1;
 const RESULT: u16 = 2;
+const HOLD: u16 = 3;
 
 #[derive(Default)]
 struct Toy {
@@ -15,12 +27,13 @@ struct Toy {
     ticks: u64,
     pending: BTreeMap<u64, Vec<u8>>,
     done: u64,
+    refused: u64,
 }
 
 impl Plugin for Toy {
     const KIND: PluginKind = PluginKind::Matching;
 
-    fn apply(&mut self, entry: &Entry, effects: &mut Vec<Effect>) {
+    fn apply(&mut self, entry: &Entry, step: &mut Step<'_>) {
         if entry.seq <= self.seq_applied {
             return;
         }
@@ -30,7 +43,19 @@ impl Plugin for Toy {
             Payload::Plugin(c) if c.op == REQUEST => {
                 let effect_id = Effect::id_for(entry.seq, 0);
                 self.pending.insert(effect_id, c.body.clone());
-                effects.push(Effect { plugin: Self::KIND, effect_id, op: 1, body: c.body.clone() });
+                step.effects().push(Effect { plugin: Self::KIND, effect_id, op: 1, body: c.body.clone() });
+            }
+            Payload::Plugin(c) if c.op == HOLD => {
+                // Holds body[0] minor units of account 1 under hold id = seq; a refusal is
+                // counted (plugin state), never a panic.
+                let hold = LedgerIntent::Hold {
+                    id: entry.seq,
+                    account: AccountId(1),
+                    amount_minor: u64::from(c.body[0]),
+                };
+                if step.apply_intents(&[hold]).is_err() {
+                    self.refused += 1;
+                }
             }
             Payload::Plugin(c) if c.op == RESULT => {
                 let id = c.body.get(..8).map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])));
@@ -47,7 +72,13 @@ impl Plugin for Toy {
         bytes64(9, &out)
     }
     fn digest(&self) -> u64 {
-        mix64(self.seq_applied ^ mix64(self.ticks) ^ mix64(self.pending.len() as u64 + 77) ^ self.done)
+        mix64(
+            self.seq_applied
+                ^ mix64(self.ticks)
+                ^ mix64(self.pending.len() as u64 + 77)
+                ^ self.done
+                ^ self.refused << 32,
+        )
     }
     fn pending_effects(&self, out: &mut Vec<Effect>) {
         for (id, body) in &self.pending {
@@ -71,7 +102,7 @@ impl Plugin for Toy {
         let mut r = Reader { buf, at: 0 };
         let mut u = || r.u64().map_err(|_| PluginDecodeError);
         let (seq_applied, ticks, done, n) = (u()?, u()?, u()?, u()?);
-        let mut t = Toy { seq_applied, ticks, done, pending: BTreeMap::new() };
+        let mut t = Toy { seq_applied, ticks, done, pending: BTreeMap::new(), refused: 0 };
         for _ in 0..n {
             let id = r.u64().map_err(|_| PluginDecodeError)?;
             let len = usize::from(r.take(1).map_err(|_| PluginDecodeError)?[0]);
@@ -118,13 +149,13 @@ fn routes_plugin_entries_and_ticks_and_ignores_the_hot_path() {
     h.set_live();
     let eur = Currency::new(b"EUR").unwrap_or_else(|e| panic!("{e}"));
     let t = Transfer { debtor: AccountId(1), creditor: AccountId(2), amount_minor: 5, currency: eur };
-    assert_eq!(h.apply(&entry(1, Payload::Transfer(t))), None, "transfers are not the host's");
-    assert!(h.apply(&entry(2, Payload::Tick)).is_some(), "ticks go to every plugin");
+    assert_eq!(h.apply1(&entry(1, Payload::Transfer(t))), None, "transfers are not the host's");
+    assert!(h.apply1(&entry(2, Payload::Tick)).is_some(), "ticks go to every plugin");
     let other = PluginCommand { plugin: PluginKind::Collection, op: REQUEST, body: vec![1] };
-    assert_eq!(h.apply(&entry(3, Payload::Plugin(other))), None, "a plugin that is not enabled");
-    assert!(h.apply(&request(4, 9)).is_some());
+    assert_eq!(h.apply1(&entry(3, Payload::Plugin(other))), None, "a plugin that is not enabled");
+    assert!(h.apply1(&request(4, 9)).is_some());
     assert_eq!(drain(&mut h), vec![Effect::id_for(4, 0)]);
-    assert!(PluginHost::empty(CenterId(1)).apply(&entry(5, Payload::Tick)).is_none());
+    assert!(PluginHost::empty(CenterId(1)).apply1(&entry(5, Payload::Tick)).is_none());
     let mut figures = Vec::new();
     h.figures(&mut figures);
     assert!(figures.contains(&("owner_center", 1)) && figures.contains(&("toy_done", 0)));
@@ -137,7 +168,7 @@ fn only_the_live_owner_queues_effects_and_digests_agree() {
     b.set_live();
     for seq in 1..=5 {
         let e = if seq % 2 == 0 { entry(seq, Payload::Tick) } else { request(seq, seq as u8) };
-        assert_eq!(a.apply(&e), b.apply(&e), "same entry, same step digest, whoever owns");
+        assert_eq!(a.apply1(&e), b.apply1(&e), "same entry, same step digest, whoever owns");
     }
     assert_eq!(drain(&mut a).len(), 3);
     assert!(drain(&mut b).is_empty(), "DC2 does not own the plugin");
@@ -145,18 +176,18 @@ fn only_the_live_owner_queues_effects_and_digests_agree() {
     // A diverged plugin changes the very next digest.
     let mut c = host(3);
     for seq in 1..=4 {
-        c.apply(&if seq % 2 == 0 { entry(seq, Payload::Tick) } else { request(seq, 0) });
+        c.apply1(&if seq % 2 == 0 { entry(seq, Payload::Tick) } else { request(seq, 0) });
     }
     let e = entry(6, Payload::Tick);
-    assert_ne!(a.apply(&e), c.apply(&e));
+    assert_ne!(a.apply1(&e), c.apply1(&e));
 }
 
 #[test]
 fn a_replaying_owner_queues_nothing_until_live_then_everything_pending() {
     let mut h = host(1);
-    h.apply(&request(1, 1));
-    h.apply(&request(2, 2));
-    h.apply(&result(3, Effect::id_for(1, 0)));
+    h.apply1(&request(1, 1));
+    h.apply1(&request(2, 2));
+    h.apply1(&result(3, Effect::id_for(1, 0)));
     assert!(!h.has_effects(), "replay never talks to the world");
     h.set_live();
     assert_eq!(drain(&mut h), vec![Effect::id_for(2, 0)], "only the unanswered effect is redone");
@@ -174,7 +205,7 @@ fn failover_moves_pending_effects_to_the_new_owner() {
     let mut apply_all = |hosts: &mut Vec<PluginHost>, make: &dyn Fn(Seq) -> Entry| {
         seq += 1;
         let e = make(seq);
-        let digests: Vec<_> = hosts.iter_mut().map(|h| h.apply(&e)).collect();
+        let digests: Vec<_> = hosts.iter_mut().map(|h| h.apply1(&e)).collect();
         assert!(digests.windows(2).all(|w| w[0] == w[1]), "all centers agree at seq {seq}");
         seq
     };
@@ -213,8 +244,8 @@ fn failover_moves_pending_effects_to_the_new_owner() {
 #[test]
 fn checkpoint_round_trips_and_is_checked() {
     let mut h = host(2);
-    h.apply(&request(1, 1));
-    h.apply(&set_owner(2, 1, 2));
+    h.apply1(&request(1, 1));
+    h.apply1(&set_owner(2, 1, 2));
     let mut buf = Vec::new();
     h.encode(&mut buf);
     let mut back = host(2);
@@ -233,4 +264,41 @@ fn checkpoint_round_trips_and_is_checked() {
     assert!(PluginHost::empty(CenterId(1)).restore(&buf).is_err(), "another plugin set");
     let two: Vec<Box<dyn HostedPlugin>> = vec![Box::new(Toy::default()), Box::new(Toy::default())];
     assert_eq!(PluginHost::new(CenterId(1), two).err(), Some(DuplicatePlugin(PluginKind::Matching)));
+}
+
+/// A plugin moves money only through its step's intents: they apply to the ledger in the
+/// entry's seq, a refusal is the plugin's to handle, and the digest covers both.
+#[test]
+fn intents_reach_the_ledger_and_the_digest() {
+    let eur = Currency::new(b"EUR").unwrap_or_else(|e| panic!("{e}"));
+    let mut ledger = Ledger::new();
+    ledger.apply(&entry(1, Payload::AccountOpen { account: AccountId(1), currency: eur }));
+    ledger.apply(&entry(2, Payload::AccountFund { account: AccountId(1), amount_minor: 10 }));
+    let hold = |seq, amount| {
+        entry(
+            seq,
+            Payload::Plugin(PluginCommand { plugin: PluginKind::Matching, op: HOLD, body: vec![amount] }),
+        )
+    };
+    let (mut a, mut b) = (host(1), host(1));
+    let mut other = ledger.clone();
+    ledger.apply(&hold(3, 6));
+    let da = a.apply(&hold(3, 6), &mut ledger);
+    assert_eq!(ledger.account(AccountId(1)).map(|x| (x.balance_minor, x.held_minor)), Some((4, 6)));
+    assert_eq!(
+        a.intents_applied(),
+        &[(PluginKind::Matching, LedgerIntent::Hold { id: 3, account: AccountId(1), amount_minor: 6 })]
+    );
+    // The same plugin state, but the hold is refused (AM04) on a poorer ledger: another digest.
+    other
+        .apply_intents(
+            PluginKind::Collection,
+            &[LedgerIntent::Hold { id: 1, account: AccountId(1), amount_minor: 5 }],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    other.apply(&hold(3, 6));
+    let db = b.apply(&hold(3, 6), &mut other);
+    assert!(b.intents_applied().is_empty());
+    assert_ne!(da, db);
+    assert!(ledger.check_conservation().is_ok() && other.check_conservation().is_ok());
 }

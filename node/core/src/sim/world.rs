@@ -734,7 +734,7 @@ impl World {
         v.consumer.drain(max, self.now_us, |_, entry| {
             let is_transfer = matches!(entry.payload, Payload::Transfer(_));
             let mut applied = ledger.apply(&entry);
-            if let Some(digest) = host.apply(&entry) {
+            if let Some(digest) = host.apply(&entry, ledger) {
                 applied.state_hash = ledger.fold(digest);
             }
             batch.push((applied, is_transfer));

@@ -56,6 +56,7 @@ pub struct Job {
     entries: Vec<Entry>,
     applied: Vec<Applied>,
     changed: Vec<Account>,
+    holds: Vec<(rtgs_core::ledger::HoldKey, Option<rtgs_core::ledger::Hold>)>,
     funded: Vec<(Currency, u64)>,
     journal_offset: i64,
     /// The plugin state to store with the batch (plugins enabled only).
@@ -68,6 +69,7 @@ impl Job {
             entries: Vec::new(),
             applied: Vec::new(),
             changed: Vec::new(),
+            holds: Vec::new(),
             funded: Vec::new(),
             journal_offset,
             plugins: JobPlugins::None,
@@ -80,6 +82,12 @@ impl Job {
         self.applied.extend(next.applied);
         self.journal_offset = next.journal_offset;
         self.plugins.merge(next.plugins);
+        // Holds: the later state of a key wins (kept in order; the store writes the last).
+        self.holds.extend(next.holds);
+        self.holds.reverse();
+        let mut seen = std::collections::HashSet::new();
+        self.holds.retain(|(k, _)| seen.insert(*k));
+        self.holds.reverse();
         let mut changed = std::mem::take(&mut self.changed);
         changed.extend(next.changed);
         // Stable sort by id, then keep the last (newest) of each id.
@@ -385,8 +393,11 @@ impl Reader {
                 .await
                 .map_err(|_| anyhow::anyhow!("the API's read model stopped"))?;
         }
-        let funded = self.ledger.take_changed(&mut job.changed);
+        let mut changed = rtgs_core::ledger::ChangedRows::default();
+        let funded = self.ledger.take_changed(&mut changed);
         job.funded = funded.to_vec();
+        job.changed.extend(changed.accounts);
+        job.holds.extend(changed.holds);
         if let (Some(p), Some(last)) = (self.plugins.as_mut(), job.applied.last()) {
             job.plugins = p.save(&self.node, last.seq);
         }
@@ -464,7 +475,7 @@ impl Reader {
         gaps.drain(usize::MAX, now, |_, e| {
             let mut a = ledger.apply(&e);
             // Plugin state is in the chained hash: the ack vouches for it (plugin_host docs).
-            if let Some(digest) = plugins.as_mut().and_then(|p| p.apply(&e)) {
+            if let Some(digest) = plugins.as_mut().and_then(|p| p.apply(&e, ledger)) {
                 a.state_hash = ledger.fold(digest);
             }
             job.applied.push(a);
@@ -525,6 +536,7 @@ impl Committer {
                 applied: &job.applied,
                 journal_offset: job.journal_offset,
                 changed_accounts: &job.changed,
+                changed_holds: &job.holds,
                 funded: &job.funded,
                 final_ranges: &progress.ranges,
                 tallies: &[],

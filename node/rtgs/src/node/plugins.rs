@@ -216,8 +216,8 @@ impl ReaderPlugins {
 
     /// Applies one entry (after the ledger); the step digest to fold, if a plugin took it.
     #[inline]
-    pub fn apply(&mut self, entry: &Entry) -> Option<u64> {
-        let digest = self.host.apply(entry);
+    pub fn apply(&mut self, entry: &Entry, ledger: &mut rtgs_core::ledger::Ledger) -> Option<u64> {
+        let digest = self.host.apply(entry, ledger);
         self.dirty |= digest.is_some();
         digest
     }

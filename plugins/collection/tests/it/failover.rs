@@ -81,8 +81,13 @@ impl Cluster {
     fn append(&mut self, bmi: Bmi, payload: Payload) {
         let seq = self.journal.len() as u64 + 1;
         let e = Entry { seq, epoch: 1, timestamp_us: self.now_us, origin: CenterId(1), bmi, payload };
-        let digests: Vec<Option<u64>> =
-            self.hosts.iter_mut().zip(&self.up).filter(|(_, up)| **up).map(|(h, _)| h.apply(&e)).collect();
+        let digests: Vec<Option<u64>> = self
+            .hosts
+            .iter_mut()
+            .zip(&self.up)
+            .filter(|(_, up)| **up)
+            .map(|(h, _)| h.apply(&e, &mut rtgs_core::ledger::Ledger::new()))
+            .collect();
         assert!(digests.windows(2).all(|w| w[0] == w[1]), "centers disagree at seq {seq}");
         self.journal.push(e);
         self.execute_owned();
@@ -188,7 +193,7 @@ fn no_effect_is_lost_across_a_failover_and_re_execution_is_harmless() {
     let mut dc1 = PluginHost::new(CenterId(1), vec![Box::new(CollectionPlugin::new())])
         .unwrap_or_else(|e| panic!("{e}"));
     for e in &c.journal {
-        dc1.apply(e);
+        dc1.apply(e, &mut rtgs_core::ledger::Ledger::new());
     }
     assert!(!dc1.has_effects(), "replay executes nothing");
     assert_eq!(dc1.state_hash(), c.hosts[1].state_hash());

@@ -35,7 +35,7 @@ fn scheduled_tick_over_100k_wallets() {
     let tick = entry(fx.seq + 1, START_US + HOUR_US, Payload::Tick);
     let mut effects = Vec::with_capacity(512);
     let t = Instant::now();
-    p.apply(&tick, &mut effects);
+    p.apply_entry(&tick, &mut effects);
     let tick_ms = t.elapsed().as_secs_f64() * 1e3;
     let groups: usize = effects
         .iter()

@@ -83,7 +83,7 @@ fn other_entries_are_ignored_and_seqs_apply_once() {
         payload: Payload::Tick,
     };
     let mut effects = Vec::new();
-    fx.p.apply(&entry, &mut effects);
+    fx.p.apply_entry(&entry, &mut effects);
     assert_eq!(fx.p.state_hash(), hash);
 }
 

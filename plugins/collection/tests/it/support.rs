@@ -12,7 +12,7 @@ use rtgs_collection::state::*;
 use rtgs_collection::types::*;
 use rtgs_collection::CollectionPlugin;
 use rtgs_core::entry::{Bmi, CenterId, Entry, Payload};
-use rtgs_core::plugin::{Effect, Plugin};
+use rtgs_core::plugin::Effect;
 
 /// A multiple of 24 h, so every schedule interval's boundaries line up with it.
 pub const START_US: u64 = 1_008 * HOUR_US;
@@ -71,7 +71,7 @@ impl Fx {
         let entry =
             Entry { seq: self.seq, epoch: 1, timestamp_us: self.now_us, origin: CenterId(1), bmi, payload };
         let mut raw: Vec<Effect> = Vec::new();
-        self.p.apply(&entry, &mut raw);
+        self.p.apply_entry(&entry, &mut raw);
         let decoded: Vec<Fx1> = raw
             .iter()
             .map(|e| Fx1 {

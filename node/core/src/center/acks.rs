@@ -1,0 +1,86 @@
+//! The center's book of the ack stream: which messages may still hold an ack of a seq that is
+//! not final (the resume position), the acks dropped beyond the tally window and when to read
+//! them again, and finality standing still (see the center's module docs).
+
+use crate::entry::Seq;
+use std::collections::VecDeque;
+
+pub(super) struct AckBook {
+    /// `(position, highest seq)` of the messages read that may still hold an unfinal seq's ack,
+    /// in stream order.
+    open: VecDeque<(u64, Seq)>,
+    /// The position after the last message read.
+    next: u64,
+    /// The first message with acks dropped beyond the window, and the lowest such seq.
+    dropped: Option<(u64, Seq)>,
+    /// `(oldest unfinal seq, since when)`: how long finality has stood still.
+    stall: (Seq, u64),
+}
+
+impl AckBook {
+    pub fn new(next: u64, now_us: u64, seq_unfinal_first: Seq) -> Self {
+        AckBook { open: VecDeque::new(), next, dropped: None, stall: (seq_unfinal_first, now_us) }
+    }
+
+    /// A message read at `position` whose acks go up to `seq_max`.
+    pub fn read(&mut self, position: u64, seq_max: Seq) {
+        debug_assert!(self.open.back().is_none_or(|&(p, _)| p < position), "positions go forward");
+        self.open.push_back((position, seq_max));
+        self.next = self.next.max(position + 1);
+    }
+
+    /// Acks of the message at `position` from `seq` on were dropped beyond the window.
+    pub fn dropped(&mut self, position: u64, seq: Seq) {
+        let (p, s) = self.dropped.unwrap_or((position, seq));
+        self.dropped = Some((p.min(position), s.min(seq)));
+    }
+
+    /// Finality is at `seq_unfinal_first`: messages wholly below it are closed.
+    pub fn finality_at(&mut self, seq_unfinal_first: Seq, now_us: u64) {
+        while self.open.front().is_some_and(|&(_, max)| max < seq_unfinal_first) {
+            self.open.pop_front();
+        }
+        if self.stall.0 != seq_unfinal_first {
+            self.stall = (seq_unfinal_first, now_us);
+        }
+    }
+
+    /// Where a restart (or a rewind) reads the stream again from.
+    pub fn resume_position(&self) -> u64 {
+        self.open.front().map_or(self.next, |&(p, _)| p)
+    }
+
+    /// The position to read again from, once finality is within half a window of the lowest
+    /// dropped ack.
+    pub fn rewind_due(&self, seq_unfinal_first: Seq, window_seqs: usize) -> Option<u64> {
+        let (position, seq) = self.dropped?;
+        (seq_unfinal_first + (window_seqs / 2) as u64 > seq).then_some(position)
+    }
+
+    /// Forgets what was read from `position` on: the driver reads the stream again from there
+    /// (acks read twice count once: the finalizer answers `Duplicate`).
+    pub fn rewind(&mut self, position: u64) {
+        while self.open.back().is_some_and(|&(p, _)| p >= position) {
+            self.open.pop_back();
+        }
+        self.next = self.next.min(position);
+        self.dropped = None;
+    }
+
+    /// Finality has stood at `seq_unfinal_first` for `after_us`: true once per such period.
+    pub fn stalled(&mut self, seq_unfinal_first: Seq, now_us: u64, after_us: u64) -> bool {
+        if self.stall.0 != seq_unfinal_first {
+            self.stall = (seq_unfinal_first, now_us);
+            return false;
+        }
+        if now_us < self.stall.1.saturating_add(after_us) {
+            return false;
+        }
+        self.stall.1 = now_us;
+        true
+    }
+
+    pub fn stalled_since(&self) -> u64 {
+        self.stall.1
+    }
+}
