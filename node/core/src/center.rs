@@ -347,6 +347,8 @@ impl Outputs {
 /// Counters for status and metrics (written here, never read for a decision).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CenterStats {
+    /// Entries a plugin (or the host) took.
+    pub plugin_entries: u64,
     pub gap_pulls: u64,
     pub gap_timeouts: u64,
     pub entries_dropped_for_room: u64,
@@ -710,9 +712,11 @@ impl Center {
         let me = self.config.center;
         let (replica, awaiting, uncommitted) = (&mut self.replica, &mut self.awaiting, &mut self.uncommitted);
         let keep_entries = self.config.commit_rows;
+        let mut plugin_entries = 0;
         let n = self.gap_out.drain(usize::MAX, now_us, |_, (entry, submitted_at_us)| {
             let (applied, plugin) = replica.apply(&entry);
             uncommitted.plugins_changed |= plugin;
+            plugin_entries += u64::from(plugin);
             if entry.origin == me && !entry.bmi.is_none() {
                 awaiting.push_back(Awaiting {
                     seq: applied.seq,
@@ -730,6 +734,7 @@ impl Center {
             return 0;
         }
         self.applied_since_checkpoint += n as u64;
+        self.stats.plugin_entries += plugin_entries;
         self.plugins_dirty |= self.uncommitted.plugins_changed;
         if self.config.commit_on_apply {
             self.committed_through = self.replica.ledger().seq_applied();

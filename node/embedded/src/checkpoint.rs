@@ -41,14 +41,7 @@ pub struct PluginRef {
 pub const HASH_FOLLOWS: u16 = 0x8000;
 
 /// An own-origin entry that is applied locally and waits for finality to be announced.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub struct Awaiting {
-    pub seq: Seq,
-    pub bmi: Bmi,
-    pub outcome: Outcome,
-    /// When the client submitted it (µs on the cluster clock); 0 when unknown (after a restart).
-    pub submitted_at_us: u64,
-}
+pub use rtgs_core::center::Awaiting;
 
 pub struct CenterCheckpoint {
     pub ledger: Ledger,

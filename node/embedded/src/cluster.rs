@@ -35,20 +35,19 @@
 //! `seq_unfinal_first` of all finalizers; any finalizer restored from any checkpoint therefore
 //! finds every ack it lacks either in those retained acks or in the replay.
 
+use crate::center_thread::{CenterLinks, CenterSetup, CenterThread};
 use crate::checkpoint::{self, Awaiting};
 use crate::journal::{Journal, JournalError, JournalReader, JournalTail};
 use crate::limits::*;
-use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Select, Sender, TryRecvError, TrySendError};
+use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender, TrySendError};
+use rtgs_core::center::CenterConfig;
 use rtgs_core::codec;
-use rtgs_core::entry::{Bmi, CenterId, Command, Entry, Outcome, Seq};
-use rtgs_core::finalizer::{AckResult, Finality, Finalizer, SeqStatus};
-use rtgs_core::gap_buffer::{gap_buffer, GapConsumer, GapProducer, Insert};
-use rtgs_core::ledger::{Applied, Ledger};
+use rtgs_core::entry::{CenterId, Command, Entry, Seq};
+use rtgs_core::ledger::Applied;
 use rtgs_core::limits::{DEDUPE_WINDOW_ENTRIES, SEQUENCER_BATCH_ENTRIES_MAX};
 use rtgs_core::plugin::{Effect, EffectAdapter, HostedPlugin};
 use rtgs_core::plugin_host::PluginHost;
 use rtgs_core::sequencer::{Admission, Sequencer};
-use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -126,65 +125,21 @@ struct WriteJob {
     batch: Arc<JournalBatch>,
 }
 
-struct AckBatch {
-    center: CenterId,
-    items: Vec<Applied>,
-}
-
-/// Final status of an own-origin entry, announced once by its origin center.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub struct Notice {
+pub(crate) struct AckBatch {
     pub center: CenterId,
-    pub seq: Seq,
-    pub bmi: Bmi,
-    pub outcome: Outcome,
-    /// 0 when unknown (the entry was submitted before a restart).
-    pub submitted_at_us: u64,
+    pub items: Vec<Applied>,
 }
 
-/// A command the sequencer did not journal (a retry or a conflicting reuse of a `bmi`).
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub struct Refusal {
-    pub bmi: Bmi,
-    pub admission: Admission,
-    pub submitted_at_us: u64,
-}
+pub use rtgs_core::client::{ClientEvent, Notice, Refusal};
 
-/// What the cluster tells its client.
-#[derive(Clone, Debug)]
-pub enum ClientEvent {
-    Final(Vec<Notice>),
-    Refused(Vec<Refusal>),
-    /// Two centers disagree: finality has halted. Never expected; the node must be inspected.
-    Divergence(String),
-}
-
-/// One center's state when the cluster stopped.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CenterReport {
-    pub id: CenterId,
-    pub seq_applied: Seq,
-    pub state_hash: u64,
-    pub balance_total_minor: u128,
-    pub funded_total_minor: u128,
-    pub conserved: bool,
-    /// Every seq up to this one is final in this center's finalizer.
-    pub seq_final_through: Seq,
-    pub finalized_total: u64,
-    pub divergences_total: u64,
-    pub gap_pulls: u64,
-    pub checkpoints_written: u64,
-    /// Seq the center resumed from at start (its durable watermark).
-    pub seq_resumed_from: Seq,
-    /// Full hash of the plugin host's state (0 without plugins).
-    pub plugin_state_hash: u64,
-    pub plugin_figures: Figures,
-}
+pub use crate::center_thread::CenterReport;
 
 #[derive(Clone, Debug)]
 pub struct ClusterReport {
     pub centers: Vec<CenterReport>,
     pub journal_seq_last: Seq,
+    /// `Tick` entries the sequencer journaled during this run.
+    pub ticks: u64,
     /// Fatal errors of any thread (I/O failures, invariant violations).
     pub errors: Vec<String>,
 }
@@ -205,28 +160,46 @@ pub enum StartError {
     Plugins { center: CenterId, reason: String },
 }
 
-struct Shared {
+pub(crate) struct Shared {
     /// Per finalizer: `seq_unfinal_first` as of its latest durable checkpoint.
     durable_unfinal_first: Vec<AtomicU64>,
-    diverged: AtomicBool,
+    pub diverged: AtomicBool,
     /// Per center: its plugins' figures as of its last plugin entry (published at most every
-    /// `FIGURES_INTERVAL`, never per transfer).
-    plugin_figures: Vec<Mutex<Figures>>,
+    /// 100 ms, never per transfer).
+    pub plugin_figures: Vec<Mutex<Figures>>,
     adapter_figures: Mutex<Figures>,
     adapter_stop: AtomicBool,
 }
 
-/// How often a center (and the adapter) republishes figures while plugin entries flow.
+/// How often the adapter republishes its figures.
 const FIGURES_INTERVAL: Duration = Duration::from_millis(100);
 
-fn publish(slot: &Mutex<Figures>, figures: Figures) {
+/// What a center hands to the adapter thread: the effects it must execute as the live owner,
+/// and commands to submit (its owner proposals).
+pub(crate) enum ToAdapter {
+    Effects(CenterId, Vec<Effect>),
+    Submit(Vec<Command>),
+}
+
+pub(crate) fn publish(slot: &Mutex<Figures>, figures: Figures) {
     if let Ok(mut f) = slot.lock() {
         *f = figures;
     }
 }
 
 impl Shared {
-    fn ack_floor(&self) -> Seq {
+    #[cfg(test)]
+    pub(crate) fn for_tests(centers: usize) -> Self {
+        Shared {
+            durable_unfinal_first: (0..centers).map(|_| AtomicU64::new(1)).collect(),
+            diverged: AtomicBool::new(false),
+            plugin_figures: (0..centers).map(|_| Mutex::new(Vec::new())).collect(),
+            adapter_figures: Mutex::new(Vec::new()),
+            adapter_stop: AtomicBool::new(false),
+        }
+    }
+
+    pub(crate) fn ack_floor(&self) -> Seq {
         self.durable_unfinal_first.iter().map(|a| a.load(Ordering::Acquire)).min().unwrap_or(1)
     }
 }
@@ -304,7 +277,7 @@ pub struct Recovery {
 pub struct Cluster {
     submitter: Option<Submitter>,
     events: Receiver<ClientEvent>,
-    sequencer: Option<JoinHandle<Result<(), String>>>,
+    sequencer: Option<JoinHandle<Result<u64, String>>>,
     writer: Option<JoinHandle<Result<Seq, String>>>,
     centers: Vec<JoinHandle<Result<CenterReport, String>>>,
     checkpointer: Option<JoinHandle<Result<(), String>>>,
@@ -371,7 +344,7 @@ impl Cluster {
             Some(p) => (Some(p.make), Some(p.adapter)),
             None => (None, None),
         };
-        let (effects_tx, effects_rx) = bounded::<(CenterId, Vec<Effect>)>(EFFECT_QUEUE_BATCHES);
+        let (effects_tx, effects_rx) = bounded::<ToAdapter>(EFFECT_QUEUE_BATCHES);
 
         let (submit_tx, submit_rx) = bounded(SUBMIT_QUEUE_SUBMISSIONS);
         let (write_tx, write_rx) = bounded(WRITE_QUEUE_BATCHES);
@@ -419,24 +392,25 @@ impl Cluster {
             let peers =
                 ack_txs.iter().enumerate().filter(|(i, _)| *i != index).map(|(_, t)| t.clone()).collect();
             let host = make_host(id, make.as_deref(), ckpt.as_ref())?;
-            let plugins_written = ckpt.as_ref().and_then(|c| c.plugins.as_ref()).map(|(at, _)| *at);
+            let center_config = CenterConfig {
+                commit_on_apply: true,
+                checkpoint_interval_entries: Some(config.checkpoint_interval_entries),
+                ..CenterConfig::new(id, config.centers)
+            };
             let center = CenterThread::new(CenterSetup {
+                config: center_config,
                 host,
-                plugins_written,
-                effects_tx: adapter_thread.as_ref().map(|_| effects_tx.clone()),
-                id,
-                centers: config.centers,
                 checkpoint: ckpt,
                 journal_dir: journal_dir.clone(),
                 checkpoint_path: checkpoint::path_for(&config.data_dir, id),
                 replay_until: tail.seq_last,
-                checkpoint_interval: config.checkpoint_interval_entries,
                 links: CenterLinks {
                     journal_rx,
                     ack_rx,
                     peers,
                     events_tx: events_tx.clone(),
                     checkpoint_tx: ckpt_tx.clone(),
+                    adapter_tx: adapter_thread.as_ref().map(|_| effects_tx.clone()),
                     shared: Arc::clone(&shared),
                     clock: Arc::clone(&clock),
                 },
@@ -513,8 +487,9 @@ impl Cluster {
         if let Some(r) = adapter_result {
             join(&mut errors, "adapter", r);
         }
+        let mut ticks = 0;
         if let Some(h) = self.sequencer.take() {
-            join(&mut errors, "sequencer", h.join());
+            join(&mut errors, "sequencer", h.join().map(|r| r.map(|t| ticks = t)));
         }
         let mut journal_seq_last = self.recovery.journal.seq_last;
         if let Some(h) = self.writer.take() {
@@ -539,7 +514,7 @@ impl Cluster {
         if let Some(h) = self.checkpointer.take() {
             join(&mut errors, "checkpointer", h.join());
         }
-        ClusterReport { centers, journal_seq_last, errors }
+        ClusterReport { centers, journal_seq_last, ticks, errors }
     }
 }
 
@@ -571,14 +546,15 @@ fn run_sequencer(
     tx: Sender<WriteJob>,
     events: Sender<ClientEvent>,
     clock: Arc<Clock>,
-) -> Result<(), String> {
+) -> Result<u64, String> {
     let mut admissions = Vec::new();
     let mut bmis = Vec::new();
+    let mut ticks = 0u64;
     loop {
         let first = match rx.recv_timeout(Duration::from_millis(100)) {
             Ok(s) => Some(s),
             Err(RecvTimeoutError::Timeout) => None,
-            Err(RecvTimeoutError::Disconnected) => return Ok(()),
+            Err(RecvTimeoutError::Disconnected) => return Ok(ticks),
         };
         let now = clock.now_us();
         let mut entries = Vec::new();
@@ -598,11 +574,11 @@ fn run_sequencer(
             }
             next = if entries.len() < SEQUENCER_BATCH_ENTRIES_MAX { rx.try_recv().ok() } else { None };
         }
-        if entries.is_empty() {
-            if let Some(tick) = sequencer.poll_tick(now) {
-                entries.push(tick);
-                submitted_at_us.push(0);
-            }
+        // Time never stops: a tick at least every interval, with a full batch as when idle.
+        if let Some(tick) = sequencer.poll_tick(now) {
+            entries.push(tick);
+            submitted_at_us.push(0);
+            ticks += 1;
         }
         if !refusals.is_empty() {
             events.send(ClientEvent::Refused(refusals)).map_err(|_| "client gone".to_string())?;
@@ -619,7 +595,7 @@ fn run_sequencer(
 }
 
 /// Encodes a sequencer batch as one or more frames of at most ~FRAME_BODY_BYTES_TARGET.
-fn encode_frames(entries: &[Entry]) -> Vec<u8> {
+pub(crate) fn encode_frames(entries: &[Entry]) -> Vec<u8> {
     let mut out = Vec::with_capacity(entries.len() * 72);
     let mut start = 0;
     let mut bytes = 0usize;
@@ -675,15 +651,15 @@ fn run_writer(
 
 /// Everything one checkpoint needs, cheap to make on the center's thread: the encoded ledger and
 /// finalizer, and shared pointers to the retained ack batches (encoded by the checkpointer).
-struct CheckpointJob {
-    center_index: usize,
-    path: PathBuf,
-    state: Vec<u8>,
-    ack_log: Vec<Arc<AckBatch>>,
-    awaiting: Vec<Awaiting>,
+pub(crate) struct CheckpointJob {
+    pub center_index: usize,
+    pub path: PathBuf,
+    pub state: Vec<u8>,
+    pub ack_log: Vec<Arc<AckBatch>>,
+    pub awaiting: Vec<Awaiting>,
     /// The plugin state file this checkpoint references, and its bytes if it must be written.
-    plugins: Option<(checkpoint::PluginRef, Option<Vec<u8>>)>,
-    seq_unfinal_first: Seq,
+    pub plugins: Option<(checkpoint::PluginRef, Option<Vec<u8>>)>,
+    pub seq_unfinal_first: Seq,
 }
 
 /// Writes every checkpoint of every center (one writer per file: no races on the temp file).
@@ -746,7 +722,7 @@ fn make_host(
 /// origin is the center that sent the effects.
 fn run_adapter(
     mut adapter: Box<dyn EffectAdapter>,
-    rx: Receiver<(CenterId, Vec<Effect>)>,
+    rx: Receiver<ToAdapter>,
     submitter: Submitter,
     shared: Arc<Shared>,
 ) -> Result<(), String> {
@@ -755,11 +731,16 @@ fn run_adapter(
     let mut published = Instant::now();
     while !shared.adapter_stop.load(Ordering::Acquire) {
         match rx.recv_timeout(ADAPTER_POLL_INTERVAL) {
-            Ok((from, effects)) => {
+            Ok(ToAdapter::Effects(from, effects)) => {
                 origin = from;
                 let now = submitter.clock().now_us();
                 for e in &effects {
                     adapter.execute(e, now);
+                }
+            }
+            Ok(ToAdapter::Submit(commands)) => {
+                for chunk in commands.chunks(SUBMISSION_COMMANDS_MAX) {
+                    submitter.submit(chunk.to_vec()).map_err(|e| e.to_string())?;
                 }
             }
             Err(RecvTimeoutError::Timeout) => {}
@@ -787,585 +768,4 @@ fn run_adapter(
     adapter.figures(&mut figures);
     publish(&shared.adapter_figures, figures);
     Ok(())
-}
-
-struct CenterSetup {
-    host: PluginHost,
-    plugins_written: Option<checkpoint::PluginRef>,
-    effects_tx: Option<Sender<(CenterId, Vec<Effect>)>>,
-    id: CenterId,
-    centers: usize,
-    checkpoint: Option<checkpoint::CenterCheckpoint>,
-    journal_dir: PathBuf,
-    checkpoint_path: PathBuf,
-    replay_until: Seq,
-    checkpoint_interval: u64,
-    links: CenterLinks,
-}
-
-/// A center's queues and shared handles.
-struct CenterLinks {
-    journal_rx: Receiver<Arc<JournalBatch>>,
-    ack_rx: Receiver<Arc<AckBatch>>,
-    /// Ack queues of the other centers; cleared once this center has nothing more to send.
-    peers: Vec<Sender<Arc<AckBatch>>>,
-    events_tx: Sender<ClientEvent>,
-    checkpoint_tx: Sender<CheckpointJob>,
-    shared: Arc<Shared>,
-    clock: Arc<Clock>,
-}
-
-struct CenterThread {
-    id: CenterId,
-    ledger: Ledger,
-    host: PluginHost,
-    /// The plugin state file the last checkpoint job references; `plugins_dirty` when a plugin
-    /// entry has changed the state since.
-    plugins_written: Option<checkpoint::PluginRef>,
-    plugins_dirty: bool,
-    effects_tx: Option<Sender<(CenterId, Vec<Effect>)>>,
-    /// Effects for the adapter that did not fit its queue yet.
-    effect_outbox: VecDeque<Vec<Effect>>,
-    figures_published: Option<Instant>,
-    finalizer: Finalizer,
-    gap_in: GapProducer<(Entry, u64)>,
-    gap_out: GapConsumer<(Entry, u64)>,
-    /// Own ack batches some finalizer may still need (shared with the peers' queues).
-    ack_log: VecDeque<Arc<AckBatch>>,
-    awaiting: VecDeque<Awaiting>,
-    outbox: VecDeque<(usize, Arc<AckBatch>)>,
-    deferred: VecDeque<(CenterId, Applied)>,
-    finals: Vec<Finality>,
-    replay: Option<JournalReader>,
-    replay_until: Seq,
-    journal_dir: PathBuf,
-    checkpoint_path: PathBuf,
-    checkpoint_interval: u64,
-    applied_since_checkpoint: u64,
-    checkpoints_written: u64,
-    gap_pulls: u64,
-    seq_resumed_from: Seq,
-    links: CenterLinks,
-}
-
-impl CenterThread {
-    fn new(s: CenterSetup) -> Result<Self, StartError> {
-        let (ledger, finalizer, ack_log, awaiting) = match s.checkpoint {
-            Some(c) => {
-                let log = c
-                    .ack_log
-                    .chunks(BATCH_ENTRIES_MAX)
-                    .map(|items| Arc::new(AckBatch { center: s.id, items: items.to_vec() }))
-                    .collect();
-                (c.ledger, c.finalizer, log, c.awaiting.into())
-            }
-            None => (Ledger::new(), Finalizer::new(s.centers), VecDeque::new(), VecDeque::new()),
-        };
-        let seq_next = ledger.seq_applied() + 1;
-        let (gap_in, gap_out) = gap_buffer(rtgs_core::limits::GAP_BUFFER_SLOTS, seq_next);
-        let replay = if s.replay_until >= seq_next {
-            Some(JournalReader::open(&s.journal_dir, seq_next)?)
-        } else {
-            None
-        };
-        let mut host = s.host;
-        if replay.is_none() {
-            host.set_live();
-        }
-        let plugins_written = s.plugins_written;
-        let mut center = CenterThread {
-            host,
-            plugins_written,
-            plugins_dirty: false,
-            effects_tx: s.effects_tx,
-            effect_outbox: VecDeque::new(),
-            figures_published: None,
-            id: s.id,
-            seq_resumed_from: ledger.seq_applied(),
-            ledger,
-            finalizer,
-            gap_in,
-            gap_out,
-            ack_log,
-            awaiting,
-            outbox: VecDeque::new(),
-            deferred: VecDeque::new(),
-            finals: Vec::new(),
-            replay,
-            replay_until: s.replay_until,
-            journal_dir: s.journal_dir,
-            checkpoint_path: s.checkpoint_path,
-            checkpoint_interval: s.checkpoint_interval,
-            // Stagger the centers' checkpoints so their fsyncs do not all hit the disk at once.
-            applied_since_checkpoint: s.checkpoint_interval / s.centers as u64 * s.id.index() as u64,
-            checkpoints_written: 0,
-            gap_pulls: 0,
-            links: s.links,
-        };
-        center.resend_ack_log();
-        center.collect_effects();
-        Ok(center)
-    }
-
-    /// After a restart, peers' finalizers may lack acks sent before the crash: send them again
-    /// (duplicates are recognised and ignored).
-    fn resend_ack_log(&mut self) {
-        let log: Vec<Arc<AckBatch>> = self.ack_log.iter().cloned().collect();
-        for batch in log {
-            self.count_acks(self.id, &batch.items);
-            for p in 0..self.links.peers.len() {
-                self.outbox.push_back((p, Arc::clone(&batch)));
-            }
-        }
-    }
-
-    fn run(mut self) -> Result<CenterReport, String> {
-        let journal_rx = self.links.journal_rx.clone();
-        let ack_rx = self.links.ack_rx.clone();
-        let mut journal_open = true;
-        let mut acks_open = true;
-        loop {
-            self.flush_effects();
-            self.retry_deferred();
-            loop {
-                match ack_rx.try_recv() {
-                    Ok(b) => self.count_acks(b.center, &b.items),
-                    Err(TryRecvError::Empty) => break,
-                    Err(TryRecvError::Disconnected) => {
-                        acks_open = false;
-                        break;
-                    }
-                }
-            }
-            self.flush_outbox();
-            self.poll_gap()?;
-            if self.outbox.is_empty() && self.replay.is_some() {
-                self.replay_step()?;
-                continue;
-            }
-            if !journal_open && self.outbox.is_empty() && !self.links.peers.is_empty() {
-                // Done sending: dropping our senders lets the peers' ack queues close.
-                self.links.peers.clear();
-            }
-            if !journal_open && self.links.peers.is_empty() && !acks_open {
-                break;
-            }
-            let mut sel = Select::new();
-            let i_ack = acks_open.then(|| sel.recv(&ack_rx));
-            let i_journal = (journal_open && self.outbox.is_empty()).then(|| sel.recv(&journal_rx));
-            let send_to = self.outbox.front().map(|(p, _)| self.links.peers[*p].clone());
-            let i_send = send_to.as_ref().map(|s| sel.send(s));
-            let Ok(op) = sel.select_timeout(Duration::from_millis(50)) else {
-                continue;
-            };
-            let i = Some(op.index());
-            if i == i_ack {
-                match op.recv(&ack_rx) {
-                    Ok(b) => self.count_acks(b.center, &b.items),
-                    Err(_) => acks_open = false,
-                }
-            } else if i == i_journal {
-                match op.recv(&journal_rx) {
-                    Ok(batch) => self.handle_journal(&batch)?,
-                    Err(_) => journal_open = false,
-                }
-            } else if let (true, Some(to)) = (i == i_send, &send_to) {
-                if let Some((_, b)) = self.outbox.pop_front() {
-                    // A peer that is gone no longer needs our acks.
-                    let _ = op.send(to, b);
-                }
-            }
-        }
-        self.checkpoint(true)?;
-        self.publish_figures(true);
-        Ok(self.report())
-    }
-
-    fn report(&self) -> CenterReport {
-        let mut plugin_figures = Vec::new();
-        self.host.figures(&mut plugin_figures);
-        CenterReport {
-            plugin_state_hash: if self.host.is_empty() { 0 } else { self.host.state_hash() },
-            plugin_figures,
-            id: self.id,
-            seq_applied: self.ledger.seq_applied(),
-            state_hash: self.ledger.state_hash(),
-            balance_total_minor: self.ledger.balance_total_minor(),
-            funded_total_minor: self.ledger.funded_total_minor(),
-            conserved: self.ledger.check_conservation().is_ok(),
-            seq_final_through: self.finalizer.seq_unfinal_first() - 1,
-            finalized_total: self.finalizer.finalized_total(),
-            divergences_total: self.finalizer.divergences_total(),
-            gap_pulls: self.gap_pulls,
-            checkpoints_written: self.checkpoints_written,
-            seq_resumed_from: self.seq_resumed_from,
-        }
-    }
-
-    fn flush_outbox(&mut self) {
-        while let Some((p, b)) = self.outbox.front() {
-            match self.links.peers[*p].try_send(Arc::clone(b)) {
-                Ok(()) | Err(TrySendError::Disconnected(_)) => {
-                    self.outbox.pop_front();
-                }
-                Err(TrySendError::Full(_)) => break,
-            }
-        }
-    }
-
-    fn replay_step(&mut self) -> Result<(), String> {
-        let mut entries = Vec::new();
-        let more = match self.replay.as_mut() {
-            Some(r) => r.next_batch(&mut entries).map_err(|e| e.to_string())?,
-            None => false,
-        };
-        for e in entries {
-            if e.seq > self.replay_until {
-                break;
-            }
-            self.ingest(e, 0)?;
-        }
-        self.drain_and_apply();
-        if !more || self.ledger.seq_applied() >= self.replay_until {
-            self.replay = None;
-            // Caught up: from now on the owner executes, starting with everything pending.
-            self.host.set_live();
-            self.collect_effects();
-        }
-        Ok(())
-    }
-
-    fn handle_journal(&mut self, batch: &JournalBatch) -> Result<(), String> {
-        for (e, at) in batch.entries.iter().zip(&batch.submitted_at_us) {
-            self.ingest(e.clone(), *at)?;
-        }
-        self.drain_and_apply();
-        Ok(())
-    }
-
-    /// Puts one delivered entry into the gap buffer; if the window is full, applies what it can
-    /// first, and if a hole blocks the window, pulls the missing entries from the journal.
-    fn ingest(&mut self, entry: Entry, submitted_at_us: u64) -> Result<(), String> {
-        let mut item = (entry, submitted_at_us);
-        loop {
-            let seq = item.0.seq;
-            match self.gap_in.insert(seq, item) {
-                Insert::Full(back) => {
-                    item = back;
-                    if self.drain_and_apply() == 0 {
-                        self.pull(self.gap_out.seq_next(), seq)?;
-                    }
-                }
-                Insert::OutOfRange => return Err(format!("delivered seq {seq} is out of range")),
-                Insert::Stored | Insert::Duplicate | Insert::Applied => return Ok(()),
-            }
-        }
-    }
-
-    /// Reads seqs `from..until` back from the durable journal into the gap buffer.
-    fn pull(&mut self, from: Seq, until: Seq) -> Result<(), String> {
-        self.gap_pulls += 1;
-        let mut reader = JournalReader::open(&self.journal_dir, from).map_err(|e| e.to_string())?;
-        let mut entries = Vec::new();
-        while reader.next_batch(&mut entries).map_err(|e| e.to_string())? {
-            if entries.last().is_some_and(|e| e.seq >= until) {
-                break;
-            }
-        }
-        for e in entries.into_iter().filter(|e| e.seq < until) {
-            if let Insert::Full(_) = self.gap_in.insert(e.seq, (e, 0)) {
-                break;
-            }
-        }
-        if self.drain_and_apply() == 0 {
-            return Err(format!("seq {from} is missing from the durable journal"));
-        }
-        Ok(())
-    }
-
-    fn poll_gap(&mut self) -> Result<(), String> {
-        if let Some(gap) = self.gap_out.poll_gap(self.links.clock.now_us()) {
-            self.pull(gap.seq_missing_first, gap.seq_seen_max)?;
-        }
-        Ok(())
-    }
-
-    /// Applies the contiguous run, acks it to every finalizer; returns how many were applied.
-    fn drain_and_apply(&mut self) -> usize {
-        let me = self.id;
-        let mut acks = Vec::new();
-        let (ledger, awaiting, host) = (&mut self.ledger, &mut self.awaiting, &mut self.host);
-        let mut plugin_entries = 0usize;
-        let n = self.gap_out.drain(usize::MAX, 0, |_, (entry, submitted_at_us)| {
-            let mut applied = ledger.apply(&entry);
-            if let Some(digest) = host.apply(&entry, ledger) {
-                applied.state_hash = ledger.fold(digest);
-                plugin_entries += 1;
-            }
-            if entry.origin == me && !entry.bmi.is_none() {
-                awaiting.push_back(Awaiting {
-                    seq: applied.seq,
-                    bmi: entry.bmi,
-                    outcome: applied.outcome,
-                    submitted_at_us,
-                });
-            }
-            acks.push(applied);
-        });
-        if n == 0 {
-            return 0;
-        }
-        if plugin_entries > 0 {
-            self.plugins_dirty = true;
-            self.collect_effects();
-            self.publish_figures(false);
-        }
-        let batch = Arc::new(AckBatch { center: me, items: acks });
-        self.ack_log.push_back(Arc::clone(&batch));
-        for p in 0..self.links.peers.len() {
-            self.outbox.push_back((p, Arc::clone(&batch)));
-        }
-        self.count_acks(me, &batch.items);
-        self.applied_since_checkpoint += n as u64;
-        if let Err(e) = self.checkpoint(false) {
-            // A checkpoint that cannot be written is retried later; the journal still holds all.
-            eprintln!("center {me}: checkpoint failed: {e}");
-        }
-        n
-    }
-
-    /// Moves the host's effects (the owner's only) to the effect outbox and tries to hand them
-    /// over.
-    fn collect_effects(&mut self) {
-        if !self.host.has_effects() {
-            return;
-        }
-        let mut effects = Vec::new();
-        self.host.take_effects(&mut effects);
-        if self.effects_tx.is_some() {
-            self.effect_outbox.push_back(effects);
-        }
-        self.flush_effects();
-    }
-
-    fn flush_effects(&mut self) {
-        let Some(tx) = &self.effects_tx else { return };
-        while let Some(effects) = self.effect_outbox.pop_front() {
-            match tx.try_send((self.id, effects)) {
-                Ok(()) => {}
-                // The adapter stopped (shutdown): the effects stay pending in the plugins.
-                Err(TrySendError::Disconnected(_)) => self.effect_outbox.clear(),
-                Err(TrySendError::Full((_, effects))) => {
-                    self.effect_outbox.push_front(effects);
-                    break;
-                }
-            }
-        }
-    }
-
-    fn publish_figures(&mut self, now: bool) {
-        if self.host.is_empty() {
-            return;
-        }
-        if !now && self.figures_published.is_some_and(|t| t.elapsed() < FIGURES_INTERVAL) {
-            return;
-        }
-        self.figures_published = Some(Instant::now());
-        let mut figures = Vec::new();
-        self.host.figures(&mut figures);
-        if let Some(slot) = self.links.shared.plugin_figures.get(self.id.index()) {
-            publish(slot, figures);
-        }
-    }
-
-    fn count_acks(&mut self, center: CenterId, items: &[Applied]) {
-        for (i, a) in items.iter().enumerate() {
-            if self.finalizer.handle_ack(center, *a, &mut self.finals) == AckResult::Deferred {
-                self.deferred.extend(items[i..].iter().map(|a| (center, *a)));
-                break;
-            }
-        }
-        self.after_acks();
-    }
-
-    fn retry_deferred(&mut self) {
-        while let Some(&(center, a)) = self.deferred.front() {
-            if a.seq >= self.finalizer.seq_window_end() {
-                break;
-            }
-            self.deferred.pop_front();
-            self.finalizer.handle_ack(center, a, &mut self.finals);
-        }
-        self.after_acks();
-    }
-
-    fn after_acks(&mut self) {
-        for f in self.finals.drain(..) {
-            if let Finality::Divergence { seq, center, first, reported } = f {
-                let msg = format!(
-                    "finalizer {}: divergence at seq {seq}: {center} reported {reported:?}, first report was {first:?}; finality halted",
-                    self.id
-                );
-                eprintln!("{msg}");
-                self.links.shared.diverged.store(true, Ordering::Release);
-                let _ = self.links.events_tx.send(ClientEvent::Divergence(msg));
-            }
-        }
-        self.announce();
-    }
-
-    /// Announces, once, own-origin entries that are both applied here and final.
-    fn announce(&mut self) {
-        let through = self.finalizer.seq_unfinal_first();
-        let mut notices = Vec::new();
-        while let Some(w) = self.awaiting.front() {
-            if w.seq >= through {
-                break;
-            }
-            if let SeqStatus::Final(o) = self.finalizer.status(w.seq) {
-                assert_eq!(
-                    o, w.outcome,
-                    "{}: own outcome at seq {} differs from the final one",
-                    self.id, w.seq
-                );
-            }
-            notices.push(Notice {
-                center: self.id,
-                seq: w.seq,
-                bmi: w.bmi,
-                outcome: w.outcome,
-                submitted_at_us: w.submitted_at_us,
-            });
-            self.awaiting.pop_front();
-        }
-        if !notices.is_empty() {
-            // The client going away is not this center's failure.
-            let _ = self.links.events_tx.send(ClientEvent::Final(notices));
-        }
-    }
-
-    fn checkpoint(&mut self, now: bool) -> Result<(), String> {
-        let floor = self.links.shared.ack_floor();
-        while self.ack_log.front().is_some_and(|b| b.items.last().is_none_or(|a| a.seq < floor)) {
-            self.ack_log.pop_front();
-        }
-        if !now && self.applied_since_checkpoint < self.checkpoint_interval {
-            return Ok(());
-        }
-        if !now && self.links.checkpoint_tx.is_full() {
-            // The checkpointer is busy: try again after the next batch (before encoding anything).
-            return Ok(());
-        }
-        let plugins = self.plugins_job();
-        let plugins_at = plugins.as_ref().map(|(at, _)| *at);
-        let job = CheckpointJob {
-            center_index: self.id.index(),
-            path: self.checkpoint_path.clone(),
-            state: checkpoint::encode_state(&self.ledger, &self.finalizer),
-            ack_log: self.ack_log.iter().cloned().collect(),
-            awaiting: self.awaiting.iter().copied().collect(),
-            plugins,
-            seq_unfinal_first: self.finalizer.seq_unfinal_first(),
-        };
-        if now {
-            // The last one: wait for room rather than skip it.
-            self.links.checkpoint_tx.send(job).map_err(|_| "checkpointer stopped".to_string())?;
-        } else if self.links.checkpoint_tx.try_send(job).is_err() {
-            // The checkpointer is busy: try again after the next batch.
-            return Ok(());
-        }
-        self.applied_since_checkpoint = 0;
-        self.checkpoints_written += 1;
-        if let Some(at) = plugins_at {
-            self.plugins_written = Some(at);
-            self.plugins_dirty = false;
-        }
-        Ok(())
-    }
-
-    /// The plugin part of a checkpoint job: a new plugin state file if a plugin entry changed
-    /// the state since the last one (O(state): encode and hash), else a reference to that one.
-    fn plugins_job(&self) -> Option<(checkpoint::PluginRef, Option<Vec<u8>>)> {
-        if self.host.is_empty() {
-            return None;
-        }
-        match self.plugins_written {
-            Some(at) if !self.plugins_dirty => Some((at, None)),
-            _ => {
-                let mut bytes = Vec::new();
-                let state_hash = self.host.encode_with_hash(&mut bytes);
-                let at = checkpoint::PluginRef { seq: self.ledger.seq_applied(), state_hash };
-                Some((at, Some(bytes)))
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn tick(seq: Seq) -> Entry {
-        Entry::tick(seq, 1, seq, CenterId(1))
-    }
-
-    /// A delivery with a hole: the center applies up to the hole, waits, then reports the timed-out
-    /// gap and pulls the missing entries from the durable journal — never skips them.
-    #[test]
-    fn a_timed_out_gap_is_pulled_from_the_journal() {
-        let dir = std::env::temp_dir().join(format!("rtgs-gap-pull-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let journal_dir = dir.join("journal");
-        let (mut journal, _) =
-            Journal::open(&journal_dir, SEGMENT_BYTES_MAX).unwrap_or_else(|e| panic!("{e}"));
-        let all: Vec<Entry> = (1..=10).map(tick).collect();
-        journal.append(&encode_frames(&all), 1, 10).unwrap_or_else(|e| panic!("{e}"));
-        journal.sync().unwrap_or_else(|e| panic!("{e}"));
-
-        let (_journal_tx, journal_rx) = bounded(1);
-        let (_ack_tx, ack_rx) = bounded(1);
-        let (events_tx, _events_rx) = bounded(16);
-        let (checkpoint_tx, _checkpoint_rx) = bounded(4);
-        let mut center = CenterThread::new(CenterSetup {
-            host: PluginHost::empty(CenterId(1)),
-            plugins_written: None,
-            effects_tx: None,
-            id: CenterId(1),
-            centers: 1,
-            checkpoint: None,
-            journal_dir,
-            checkpoint_path: dir.join("center-DC1.checkpoint"),
-            replay_until: 0,
-            checkpoint_interval: u64::MAX,
-            links: CenterLinks {
-                journal_rx,
-                ack_rx,
-                peers: Vec::new(),
-                events_tx,
-                checkpoint_tx,
-                shared: Arc::new(Shared {
-                    durable_unfinal_first: vec![AtomicU64::new(1)],
-                    diverged: AtomicBool::new(false),
-                    plugin_figures: vec![Mutex::new(Vec::new())],
-                    adapter_figures: Mutex::new(Vec::new()),
-                    adapter_stop: AtomicBool::new(false),
-                }),
-                clock: Arc::new(Clock::new()),
-            },
-        })
-        .unwrap_or_else(|e| panic!("{e}"));
-
-        let delivered: Vec<Entry> = all.iter().filter(|e| e.seq != 4 && e.seq != 5).cloned().collect();
-        let batch = JournalBatch { submitted_at_us: vec![0; delivered.len()], entries: delivered };
-        center.handle_journal(&batch).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(center.ledger.seq_applied(), 3, "applied up to the hole, not past it");
-        center.poll_gap().unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(center.gap_pulls, 0, "a fresh hole is only timed");
-        std::thread::sleep(Duration::from_micros(rtgs_core::limits::GAP_TIMEOUT_US + 50_000));
-        center.poll_gap().unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(center.gap_pulls, 1);
-        assert_eq!(center.ledger.seq_applied(), 10, "the pulled entries filled the hole and the run went on");
-        assert_eq!(center.finalizer.seq_unfinal_first(), 11, "one center is its own quorum here");
-        let _ = std::fs::remove_dir_all(&dir);
-    }
 }

@@ -9,9 +9,13 @@
 //! * [`checkpoint`] — each center's durable state (ledger + watermark, finalizer tallies,
 //!   retained acks, unannounced outcomes) in one atomically replaced file; the plugin host's
 //!   state in its own file, written only when it changed.
-//! * [`cluster`] — the threads and bounded queues that drive the core's state machines.
+//! * [`cluster`] — the threads and bounded queues around the core's state machines: submitters →
+//!   sequencer → journal writer (fsync) → centers; the checkpointer; the plugins' adapter.
+//! * [`center_thread`] — one center's thread: a thin driver of `rtgs_core::center::Center`
+//!   (journal and ack batches in; acks, notices, pulls, effects and checkpoints out).
 //! * [`limits`] — queue capacities, segment size, checkpoint interval.
 
+pub mod center_thread;
 pub mod checkpoint;
 pub mod cluster;
 pub mod journal;

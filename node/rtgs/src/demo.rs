@@ -91,6 +91,7 @@ struct CenterJson {
     seq_applied: u64,
     state_hash: String,
     balance_total_minor: String,
+    held_total_minor: String,
     funded_total_minor: String,
     seq_final_through: u64,
     finalized_total: u64,
@@ -138,6 +139,8 @@ struct Report {
     latency_us: Latency,
     centers: Vec<CenterJson>,
     journal_seq_last: u64,
+    /// `Tick` entries journaled during the run (at least one a second, idle or loaded).
+    ticks: u64,
     resumed_from_seq: u64,
     consistent: bool,
     conserved: bool,
@@ -460,7 +463,10 @@ fn build_report(
             }) && c.seq_applied == cluster.journal_seq_last
         });
     let conserved = !cluster.centers.is_empty()
-        && cluster.centers.iter().all(|c| c.conserved && c.balance_total_minor == c.funded_total_minor);
+        && cluster
+            .centers
+            .iter()
+            .all(|c| c.conserved && c.balance_total_minor + c.held_total_minor == c.funded_total_minor);
     let finalized = run.settled + run.rejected;
     let secs = run.elapsed.as_secs_f64().max(1e-9);
     Report {
@@ -489,6 +495,7 @@ fn build_report(
                 seq_applied: c.seq_applied,
                 state_hash: format!("{:016x}", c.state_hash),
                 balance_total_minor: c.balance_total_minor.to_string(),
+                held_total_minor: c.held_total_minor.to_string(),
                 funded_total_minor: c.funded_total_minor.to_string(),
                 seq_final_through: c.seq_final_through,
                 finalized_total: c.finalized_total,
@@ -497,6 +504,7 @@ fn build_report(
             })
             .collect(),
         journal_seq_last: cluster.journal_seq_last,
+        ticks: cluster.ticks,
         resumed_from_seq: resumed_from,
         consistent,
         conserved,
