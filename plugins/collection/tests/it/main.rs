@@ -9,3 +9,4 @@ mod props;
 mod rules;
 mod sim;
 mod support;
+mod time;
