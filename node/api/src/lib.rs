@@ -1,9 +1,12 @@
-//! # rtgs-api: the participant HTTP API over the embedded engine
+//! # rtgs-api: the participant HTTP API over either engine
 //!
 //! # Layout
 //! * [`server`] — [`server::Api`]: the axum router (`POST /v1/transfers`, `GET /v1/transfers/{bmi}`,
 //!   `GET /v1/accounts/{id}`), the order of request checks, and the threads that connect it to an
-//!   embedded [`Cluster`](rtgs_embedded::cluster::Cluster).
+//!   engine through [`server::EngineLink`] (the engine-neutral seam: `rtgs_core::client`'s
+//!   `EngineSubmit`, `EntryFeed` and `ClientEvent`; this crate names no engine).
+//! * `plugins` — each plugin's routes in a module of its own (`plugins/collection.rs`: the
+//!   collection plugin's operator commands and two-way audit queries).
 //! * [`operator`] — operator endpoints (`/v1/operator/...`): open, fund, close accounts; any
 //!   entry's status. Separate credentials.
 //! * [`auth`] — API key + HMAC-SHA256 request signatures, ±300 s window, constant-time compare.
@@ -18,7 +21,6 @@
 
 pub mod auth;
 pub mod checks;
-pub mod collection;
 pub mod config;
 pub mod error;
 pub mod iso20022;
@@ -26,6 +28,7 @@ pub mod limits;
 pub mod metrics;
 pub mod money;
 pub mod operator;
+mod plugins;
 pub mod read_model;
 pub mod server;
 pub mod tracker;

@@ -46,6 +46,9 @@ pub const SEQ_WAIT: Duration = Duration::from_secs(10);
 /// How often the balance read model looks for newly final entries to apply.
 pub const READ_MODEL_POLL: Duration = Duration::from_millis(20);
 
+/// Entries the read model holds read ahead of finality (the feed holds back the rest).
+pub const READ_MODEL_AHEAD_MAX: usize = 1 << 18;
+
 /// How long a read waits for the read model to apply what is already final (read-your-writes)
 /// before answering 503 `read_model_behind`.
 pub const READ_MODEL_WAIT: Duration = Duration::from_secs(2);

@@ -1,26 +1,31 @@
-//! Balances for `GET /v1/accounts/{id}`: a ledger replayed from the journal files.
+//! Balances and statements for the API: a [`Replica`] of the centers' state, fed the journal.
 //!
-//! The embedded engine keeps its ledgers inside the center threads and exposes no query, so the
-//! API runs its own [`Ledger`] over the same journal — the same deterministic apply, hence the
-//! same balances as every center at the same seq. It applies only up to the highest seq it has
-//! seen final (everything at or below a final seq is durable), so it never shows a balance a
-//! crash could take back. It replays the whole journal at start.
+//! An engine exposes no query, so the API runs its own replica — ledger and plugin host applied
+//! together, the same apply path as every center (`rtgs_core::replica`), hence the same balances,
+//! holds and plugin state as every center at the same seq. It applies only up to the highest seq
+//! known final (everything at or below a final seq is durable), so it never shows a balance a
+//! crash could take back. Its entries come from the engine through an [`EntryFeed`] (the
+//! embedded engine tails its journal files from seq 1; the production engine forwards what its
+//! center applied, after the ledger it stored at start).
 //!
-//! It also keeps each account's statement: the last [`STATEMENT_LINES_MAX`] entries that moved
-//! or changed it (seq, `bmi`, debit or credit, counterparty, balance after), from the same final
-//! entries, so a statement and a balance read at the same `as_of_seq` always agree.
+//! It also keeps each account's statement: the last [`STATEMENT_LINES_MAX`] lines that moved or
+//! changed it (seq, `bmi`, kind, counterparty, balance after), from the same final entries —
+//! transfers and account administration, and the plugins' ledger intents (holds, releases,
+//! settlements, postings, reversals) — so a statement and a balance read at the same
+//! `as_of_seq` always agree.
 //!
-//! With plugins, it also runs a replica of the centers' plugin host over the same entries (never
-//! live, so it executes nothing): the collection audit queries read it.
+//! The plugin host of the replica is no center (`CenterId(0)`): never owner, never live, it
+//! executes nothing; the plugins' audit queries read it.
 
 use crate::limits::{READ_MODEL_POLL, STATEMENT_LINES_MAX};
+use rtgs_core::client::{EntryFeed, Fed};
 use rtgs_core::entry::{AccountId, Bmi, Entry, Outcome, Payload, Seq};
-use rtgs_core::ledger::{Account, Ledger};
+use rtgs_core::ledger::{Account, Ledger, LedgerIntent};
+use rtgs_core::plugin::IntentRecord;
 use rtgs_core::plugin_host::PluginHost;
-use rtgs_embedded::journal::JournalReader;
+use rtgs_core::replica::Replica;
 use std::collections::HashMap;
 use std::collections::VecDeque;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, RwLock};
 
@@ -30,9 +35,10 @@ pub struct Line {
     pub seq: Seq,
     pub bmi: Bmi,
     pub kind: LineKind,
-    /// The other account of a transfer.
+    /// The other account of a transfer, posting or settlement.
     pub counterparty: Option<AccountId>,
     pub amount_minor: u64,
+    /// The available balance after the line (holds are not part of it).
     pub balance_after_minor: u64,
 }
 
@@ -43,6 +49,15 @@ pub enum LineKind {
     Credit,
     Fund,
     Close,
+    /// A plugin held this amount of the balance (a withdrawal accepted, a seller's funds locked).
+    Hold,
+    /// A hold was returned to the balance.
+    Release,
+    /// A hold was paid out to the counterparty (the balance does not move: the hold leaves).
+    Settle,
+    /// An earlier posting taken back: money out of this account, or back into it.
+    ReversalDebit,
+    ReversalCredit,
 }
 
 impl LineKind {
@@ -53,102 +68,159 @@ impl LineKind {
             LineKind::Credit => "CREDIT",
             LineKind::Fund => "FUND",
             LineKind::Close => "CLOSE",
+            LineKind::Hold => "HOLD",
+            LineKind::Release => "RELEASE",
+            LineKind::Settle => "SETTLE",
+            LineKind::ReversalDebit => "REVERSAL_DEBIT",
+            LineKind::ReversalCredit => "REVERSAL_CREDIT",
         }
     }
 }
 
-/// The ledger replica and the statements, moved together under one lock.
-#[derive(Default)]
+/// The replica and the statements, moved together under one lock.
 struct Books {
-    ledger: Ledger,
+    replica: Replica,
     statements: HashMap<AccountId, VecDeque<Line>>,
 }
 
 impl Books {
     fn apply(&mut self, entry: &Entry) {
-        let applied = self.ledger.apply(entry);
-        if applied.outcome != Outcome::Accepted {
-            return; // a rejection moves nothing: not on any statement
+        let (applied, plugin) = self.replica.apply(entry);
+        if applied.outcome == Outcome::Accepted {
+            // A rejection moves nothing: not on any statement.
+            match &entry.payload {
+                Payload::Transfer(t) => {
+                    self.line(entry, t.debtor, LineKind::Debit, Some(t.creditor), t.amount_minor);
+                    self.line(entry, t.creditor, LineKind::Credit, Some(t.debtor), t.amount_minor);
+                }
+                Payload::AccountOpen { account, .. } => self.line(entry, *account, LineKind::Open, None, 0),
+                Payload::AccountFund { account, amount_minor } => {
+                    self.line(entry, *account, LineKind::Fund, None, *amount_minor)
+                }
+                Payload::AccountClose { account } => self.line(entry, *account, LineKind::Close, None, 0),
+                Payload::Tick | Payload::Plugin(_) => {}
+            }
         }
-        let balance = |l: &Ledger, a: AccountId| l.account(a).map_or(0, |x| x.balance_minor);
-        let mut line = |account: AccountId, kind: LineKind, counterparty: Option<AccountId>, amount: u64| {
-            let lines = self.statements.entry(account).or_default();
-            if lines.len() >= STATEMENT_LINES_MAX {
-                lines.pop_front();
+        if plugin {
+            let intents: Vec<IntentRecord> =
+                self.replica.host().intents_applied().iter().map(|(_, r)| *r).collect();
+            for r in intents {
+                self.intent_lines(entry, r);
             }
-            let balance_after_minor = balance(&self.ledger, account);
-            lines.push_back(Line {
-                seq: entry.seq,
-                bmi: entry.bmi,
-                kind,
-                counterparty,
-                amount_minor: amount,
-                balance_after_minor,
-            });
-        };
-        match &entry.payload {
-            Payload::Transfer(t) => {
-                line(t.debtor, LineKind::Debit, Some(t.creditor), t.amount_minor);
-                line(t.creditor, LineKind::Credit, Some(t.debtor), t.amount_minor);
-            }
-            Payload::AccountOpen { account, .. } => line(*account, LineKind::Open, None, 0),
-            Payload::AccountFund { account, amount_minor } => {
-                line(*account, LineKind::Fund, None, *amount_minor)
-            }
-            Payload::AccountClose { account } => line(*account, LineKind::Close, None, 0),
-            _ => {}
         }
+    }
+
+    /// The lines of one applied intent (a release or settle names its hold as it was).
+    fn intent_lines(&mut self, entry: &Entry, r: IntentRecord) {
+        match (r.intent, r.hold) {
+            (LedgerIntent::Hold { account, amount_minor, .. }, _) => {
+                self.line(entry, account, LineKind::Hold, None, amount_minor)
+            }
+            (LedgerIntent::Release { .. }, Some(h)) => {
+                self.line(entry, h.account, LineKind::Release, None, h.amount_minor)
+            }
+            (LedgerIntent::Settle { to, .. }, Some(h)) => {
+                self.line(entry, h.account, LineKind::Settle, Some(to), h.amount_minor);
+                self.line(entry, to, LineKind::Credit, Some(h.account), h.amount_minor);
+            }
+            // An applied release or settle always names a hold that existed.
+            (LedgerIntent::Release { .. } | LedgerIntent::Settle { .. }, None) => {}
+            (LedgerIntent::Post { from, to, amount_minor }, _) => {
+                self.line(entry, from, LineKind::Debit, Some(to), amount_minor);
+                self.line(entry, to, LineKind::Credit, Some(from), amount_minor);
+            }
+            (LedgerIntent::Reverse { from, to, amount_minor }, _) => {
+                self.line(entry, to, LineKind::ReversalDebit, Some(from), amount_minor);
+                self.line(entry, from, LineKind::ReversalCredit, Some(to), amount_minor);
+            }
+        }
+    }
+
+    fn line(
+        &mut self,
+        entry: &Entry,
+        account: AccountId,
+        kind: LineKind,
+        counterparty: Option<AccountId>,
+        amount_minor: u64,
+    ) {
+        let balance_after_minor = self.replica.ledger().account(account).map_or(0, |x| x.balance_minor);
+        let lines = self.statements.entry(account).or_default();
+        if lines.len() >= STATEMENT_LINES_MAX {
+            lines.pop_front();
+        }
+        lines.push_back(Line {
+            seq: entry.seq,
+            bmi: entry.bmi,
+            kind,
+            counterparty,
+            amount_minor,
+            balance_after_minor,
+        });
     }
 }
 
-#[derive(Default)]
 pub struct ReadModel {
-    ledger: RwLock<Books>,
-    /// Apply up to here: the highest seq seen final.
+    books: RwLock<Books>,
+    /// Apply up to here: the highest seq known final.
     seq_target: AtomicU64,
     failure: Mutex<Option<String>>,
-    /// The plugin replica and the seq it has applied (moved with the ledger, under its lock).
-    plugins: Option<Mutex<(PluginHost, Seq)>>,
+}
+
+impl Default for ReadModel {
+    fn default() -> Self {
+        Self::new(Ledger::new(), PluginHost::empty(rtgs_core::entry::CenterId(0)))
+    }
 }
 
 impl ReadModel {
-    /// A read model that also replays the plugins of `host` (a fresh host, as the centers start).
-    pub fn with_plugins(host: PluginHost) -> Self {
-        ReadModel { plugins: Some(Mutex::new((host, 0))), ..ReadModel::default() }
+    /// A read model starting from `ledger` (fresh, or the engine's as stored at start: already
+    /// final) with the plugins of `host` (a replica host: `CenterId(0)`, as the centers start or
+    /// restored like them); entries after the ledger's seq come through [`ReadModel::run`].
+    pub fn new(ledger: Ledger, host: PluginHost) -> Self {
+        let seq = ledger.seq_applied();
+        let model = ReadModel {
+            books: RwLock::new(Books { replica: Replica::new(ledger, host), statements: HashMap::new() }),
+            seq_target: AtomicU64::new(0),
+            failure: Mutex::new(None),
+        };
+        model.advance_to(seq);
+        model
     }
 
-    pub fn has_plugins(&self) -> bool {
-        self.plugins.is_some()
-    }
-
-    /// Runs `f` over the plugin replica and the seq it is at; `None` without plugins.
-    pub fn plugins<R>(&self, f: impl FnOnce(&PluginHost, Seq) -> R) -> Result<Option<R>, String> {
-        if let Some(reason) = self.failure.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
-            return Err(reason.clone());
+    fn check(&self) -> Result<(), String> {
+        match self.failure.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            Some(reason) => Err(reason.clone()),
+            None => Ok(()),
         }
-        Ok(self.plugins.as_ref().map(|p| {
-            let g = p.lock().unwrap_or_else(|e| e.into_inner());
-            f(&g.0, g.1)
-        }))
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Books> {
+        self.books.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs `f` over the replica's plugin host and the seq it is at (every plugin's state as of
+    /// everything final the read model applied).
+    pub fn plugins<R>(&self, f: impl FnOnce(&PluginHost, Seq) -> R) -> Result<R, String> {
+        self.check()?;
+        let books = self.read();
+        Ok(f(books.replica.host(), books.replica.ledger().seq_applied()))
     }
 
     /// An account as of the returned seq.
-    pub fn account(&self, id: rtgs_core::entry::AccountId) -> Result<(Option<Account>, Seq), String> {
-        if let Some(reason) = self.failure.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
-            return Err(reason.clone());
-        }
-        let books = self.ledger.read().unwrap_or_else(|e| e.into_inner());
-        Ok((books.ledger.account(id).cloned(), books.ledger.seq_applied()))
+    pub fn account(&self, id: AccountId) -> Result<(Option<Account>, Seq), String> {
+        self.check()?;
+        let books = self.read();
+        let ledger = books.replica.ledger();
+        Ok((ledger.account(id).cloned(), ledger.seq_applied()))
     }
 
     /// For each id, under one lock: `None` if there is no such account, else whether it is
     /// closed — as of everything the read model applied.
     pub fn standing(&self, ids: impl Iterator<Item = AccountId>) -> Result<Vec<Option<bool>>, String> {
-        if let Some(reason) = self.failure.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
-            return Err(reason.clone());
-        }
-        let books = self.ledger.read().unwrap_or_else(|e| e.into_inner());
-        Ok(ids.map(|id| books.ledger.account(id).map(|a| a.closed)).collect())
+        self.check()?;
+        let books = self.read();
+        Ok(ids.map(|id| books.replica.ledger().account(id).map(|a| a.closed)).collect())
     }
 
     /// An account's statement lines with seq ≥ `from_seq`, at most `limit`, oldest first, and
@@ -159,13 +231,11 @@ impl ReadModel {
         id: AccountId,
         from_seq: Seq,
         limit: usize,
-    ) -> Result<(Option<(rtgs_core::ledger::Account, Vec<Line>, bool)>, Seq), String> {
-        if let Some(reason) = self.failure.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
-            return Err(reason.clone());
-        }
-        let books = self.ledger.read().unwrap_or_else(|e| e.into_inner());
-        let seq = books.ledger.seq_applied();
-        let Some(account) = books.ledger.account(id).cloned() else { return Ok((None, seq)) };
+    ) -> Result<(Option<(Account, Vec<Line>, bool)>, Seq), String> {
+        self.check()?;
+        let books = self.read();
+        let seq = books.replica.ledger().seq_applied();
+        let Some(account) = books.replica.ledger().account(id).cloned() else { return Ok((None, seq)) };
         let lines = books.statements.get(&id);
         // True when older lines than the first kept one were dropped (bounded memory).
         let truncated = lines.and_then(|l| l.front()).is_some_and(|first| first.seq > from_seq)
@@ -185,112 +255,59 @@ impl ReadModel {
     }
 
     pub fn seq_applied(&self) -> Seq {
-        self.ledger.read().unwrap_or_else(|e| e.into_inner()).ledger.seq_applied()
+        self.read().replica.ledger().seq_applied()
     }
 
-    /// A read model starting from `ledger` (the engine's at start, already final); entries
-    /// after it come through [`ReadModel::run_fed`].
-    pub fn with_ledger(ledger: Ledger) -> Self {
-        let seq = ledger.seq_applied();
-        let model = ReadModel {
-            ledger: RwLock::new(Books { ledger, statements: HashMap::new() }),
-            ..ReadModel::default()
-        };
-        model.advance_to(seq);
-        model
-    }
-
-    /// The loop of a read model fed by the engine, on its own thread until `stop`: applies the
-    /// pushed entries (in seq order) up to the highest final seq.
-    pub fn run_fed(
-        &self,
-        rx: tokio::sync::mpsc::Receiver<Vec<Entry>>,
-        final_through: crate::server::FinalThrough,
-        stop: &AtomicBool,
-    ) {
-        self.record_failure(self.fed(rx, final_through, stop));
-    }
-
-    /// The replay loop, on its own thread until `stop`.
-    pub fn run(&self, journal_dir: PathBuf, stop: &AtomicBool) {
-        self.record_failure(self.replay(&journal_dir, stop));
-    }
-
-    /// A loop that stopped on an error leaves it for every later read to answer with.
-    fn record_failure(&self, result: Result<(), String>) {
+    /// The read model's loop, on its own thread until `stop` (or the feed closes): applies the
+    /// fed entries, in seq order, up to the highest seq known final. A failure (an entry out of
+    /// order: the source is broken) is kept and answers every later read.
+    pub fn run(&self, mut feed: Box<dyn EntryFeed>, final_through: FinalThrough, stop: &AtomicBool) {
+        let result = (|| {
+            let mut pending: VecDeque<Entry> = VecDeque::new();
+            let mut fed = Vec::new();
+            while !stop.load(Ordering::Acquire) {
+                // Read ahead of finality by a bounded amount only: the feed holds the rest.
+                let mut waited = false;
+                if pending.len() < crate::limits::READ_MODEL_AHEAD_MAX {
+                    fed.clear();
+                    match feed.next_batch(&mut fed, READ_MODEL_POLL)? {
+                        Fed::Entries => pending.extend(fed.drain(..)),
+                        Fed::Idle => waited = true,
+                        Fed::Closed if pending.is_empty() => return Ok(()),
+                        Fed::Closed => {}
+                    }
+                }
+                self.advance_to(final_through());
+                let target = self.seq_target.load(Ordering::Acquire);
+                if pending.front().is_none_or(|e| e.seq > target) {
+                    if !waited {
+                        std::thread::sleep(READ_MODEL_POLL);
+                    }
+                    continue;
+                }
+                self.apply_up_to(&mut pending, target)?;
+            }
+            Ok(())
+        })();
         if let Err(e) = result {
             *self.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
         }
     }
 
-    fn fed(
-        &self,
-        mut rx: tokio::sync::mpsc::Receiver<Vec<Entry>>,
-        final_through: crate::server::FinalThrough,
-        stop: &AtomicBool,
-    ) -> Result<(), String> {
-        let mut pending: VecDeque<Entry> = VecDeque::new();
-        while !stop.load(Ordering::Acquire) {
-            loop {
-                match rx.try_recv() {
-                    Ok(batch) => pending.extend(batch),
-                    Err(tokio::sync::mpsc::error::TryRecvError::Empty) => break,
-                    Err(tokio::sync::mpsc::error::TryRecvError::Disconnected) => return Ok(()),
-                }
-            }
-            self.advance_to(final_through());
-            let target = self.seq_target.load(Ordering::Acquire);
-            if pending.front().is_none_or(|e| e.seq > target) {
-                std::thread::sleep(READ_MODEL_POLL);
-                continue;
-            }
-            self.apply_up_to(&mut pending, target)?;
-        }
-        Ok(())
-    }
-
-    fn replay(&self, journal_dir: &std::path::Path, stop: &AtomicBool) -> Result<(), String> {
-        let mut reader: Option<JournalReader> = None;
-        let mut pending: VecDeque<Entry> = VecDeque::new();
-        let mut read = Vec::new();
-        while !stop.load(Ordering::Acquire) {
-            let target = self.seq_target.load(Ordering::Acquire);
-            let applied = self.seq_applied();
-            if applied >= target {
-                std::thread::sleep(READ_MODEL_POLL);
-                continue;
-            }
-            if pending.is_empty() {
-                let r = match reader.as_mut() {
-                    Some(r) => r,
-                    None => reader
-                        .insert(JournalReader::open(journal_dir, applied + 1).map_err(|e| e.to_string())?),
-                };
-                read.clear();
-                // End of the segments the reader knew when it was opened: reopen (a new segment).
-                if !r.next_batch(&mut read).map_err(|e| e.to_string())? {
-                    reader = None;
-                    std::thread::sleep(READ_MODEL_POLL);
-                    continue;
-                }
-                pending.extend(read.drain(..));
-            }
-            self.apply_up_to(&mut pending, target)?;
-        }
-        Ok(())
-    }
-
-    /// Applies the pending entries at or below `target` to the books and the plugin replica,
-    /// under one write lock; an entry out of seq order is an error (the source is broken).
+    /// Applies the pending entries at or below `target` under one write lock; an entry already
+    /// applied is skipped (a feed that starts before the stored ledger), one out of seq order is
+    /// an error.
     fn apply_up_to(&self, pending: &mut VecDeque<Entry>, target: Seq) -> Result<(), String> {
-        let mut books = self.ledger.write().unwrap_or_else(|e| e.into_inner());
-        let mut plugins = self.plugins.as_ref().map(|p| p.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut books = self.books.write().unwrap_or_else(|e| e.into_inner());
         while let Some(entry) = pending.pop_front() {
             if entry.seq > target {
                 pending.push_front(entry);
                 break;
             }
-            let expected = books.ledger.seq_applied() + 1;
+            let expected = books.replica.ledger().seq_applied() + 1;
+            if entry.seq < expected {
+                continue;
+            }
             if entry.seq != expected {
                 return Err(format!(
                     "the read model got seq {} where seq {expected} was due: it stops",
@@ -298,11 +315,125 @@ impl ReadModel {
                 ));
             }
             books.apply(&entry);
-            if let Some(p) = plugins.as_mut() {
-                p.0.apply(&entry, &mut books.ledger);
-                p.1 = entry.seq;
-            }
         }
         Ok(())
+    }
+}
+
+/// Reads the engine's highest final seq.
+pub type FinalThrough = std::sync::Arc<dyn Fn() -> Seq + Send + Sync>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtgs_core::entry::{CenterId, Currency, PluginCommand, PluginKind};
+    use rtgs_core::plugin::{Effect, Plugin, PluginDecodeError, Step};
+    use std::sync::Arc;
+
+    /// Moves money through intents: op 1 holds 30 of account 1 (hold id = seq), op 2 settles
+    /// hold body[0] to account 2, op 3 releases hold body[0], op 4 posts 5 from 2 to 1 and
+    /// op 5 reverses that posting.
+    #[derive(Default)]
+    struct Mover;
+
+    impl Plugin for Mover {
+        const KIND: PluginKind = PluginKind::Withdrawal;
+        fn apply(&mut self, entry: &Entry, step: &mut Step<'_>) {
+            let Payload::Plugin(c) = &entry.payload else { return };
+            let id = c.body.first().map_or(0, |b| u64::from(*b));
+            let intent = match c.op {
+                1 => LedgerIntent::Hold { id: entry.seq, account: AccountId(1), amount_minor: 30 },
+                2 => LedgerIntent::Settle { id, to: AccountId(2) },
+                3 => LedgerIntent::Release { id },
+                4 => LedgerIntent::Post { from: AccountId(2), to: AccountId(1), amount_minor: 5 },
+                _ => LedgerIntent::Reverse { from: AccountId(2), to: AccountId(1), amount_minor: 5 },
+            };
+            let _ = step.apply_intents(&[intent]);
+        }
+        fn state_hash(&self) -> u64 {
+            0
+        }
+        fn digest(&self) -> u64 {
+            0
+        }
+        fn pending_effects(&self, _: &mut Vec<Effect>) {}
+        fn encode(&self, _: &mut Vec<u8>) {}
+        fn decode(_: &[u8]) -> Result<Self, PluginDecodeError> {
+            Ok(Mover)
+        }
+    }
+
+    struct VecFeed(Option<Vec<Entry>>);
+
+    impl EntryFeed for VecFeed {
+        fn next_batch(&mut self, out: &mut Vec<Entry>, _: std::time::Duration) -> Result<Fed, String> {
+            Ok(match self.0.take() {
+                Some(entries) => {
+                    out.extend(entries);
+                    Fed::Entries
+                }
+                None => Fed::Closed,
+            })
+        }
+    }
+
+    #[test]
+    fn statements_show_the_plugins_holds_settlements_postings_and_reversals() {
+        let eur = Currency::new(b"EUR").unwrap_or_else(|e| panic!("{e}"));
+        let op = |op: u16, body: Vec<u8>| {
+            Payload::Plugin(PluginCommand { plugin: PluginKind::Withdrawal, op, body })
+        };
+        let payloads = [
+            Payload::AccountOpen { account: AccountId(1), currency: eur },
+            Payload::AccountOpen { account: AccountId(2), currency: eur },
+            Payload::AccountFund { account: AccountId(1), amount_minor: 100 },
+            op(1, vec![]),  // seq 4: hold 30 (id 4)
+            op(1, vec![]),  // seq 5: hold 30 (id 5)
+            op(2, vec![4]), // seq 6: settle hold 4 to account 2
+            op(3, vec![5]), // seq 7: release hold 5
+            op(4, vec![]),  // seq 8: post 5 from 2 to 1
+            op(5, vec![]),  // seq 9: reverse it
+        ];
+        let entries: Vec<Entry> = payloads
+            .into_iter()
+            .enumerate()
+            .map(|(i, payload)| {
+                let seq = i as u64 + 1;
+                let bmi = Bmi::numbered("M", seq).unwrap_or_else(|e| panic!("{e}"));
+                Entry { seq, epoch: 1, timestamp_us: seq, origin: CenterId(1), bmi, payload }
+            })
+            .collect();
+        let host = PluginHost::new(CenterId(0), vec![Box::new(Mover)]).unwrap_or_else(|e| panic!("{e}"));
+        let model = ReadModel::new(Ledger::new(), host);
+        model.run(Box::new(VecFeed(Some(entries))), Arc::new(|| 9), &AtomicBool::new(false));
+        let lines = |a: u64| -> Vec<(Seq, &'static str, u64, u64)> {
+            let (found, _) = model.statement(AccountId(a), 0, 100).unwrap_or_else(|e| panic!("{e}"));
+            let (_, lines, _) = found.unwrap_or_else(|| panic!("account {a}"));
+            lines.iter().map(|l| (l.seq, l.kind.name(), l.amount_minor, l.balance_after_minor)).collect()
+        };
+        assert_eq!(
+            lines(1),
+            vec![
+                (1, "OPEN", 0, 0),
+                (3, "FUND", 100, 100),
+                (4, "HOLD", 30, 70),
+                (5, "HOLD", 30, 40),
+                (6, "SETTLE", 30, 40),
+                (7, "RELEASE", 30, 70),
+                (8, "CREDIT", 5, 75),
+                (9, "REVERSAL_DEBIT", 5, 70),
+            ]
+        );
+        assert_eq!(
+            lines(2),
+            vec![
+                (2, "OPEN", 0, 0),
+                (6, "CREDIT", 30, 30),
+                (8, "DEBIT", 5, 25),
+                (9, "REVERSAL_CREDIT", 5, 30)
+            ]
+        );
+        let (a1, seq) = model.account(AccountId(1)).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((a1.map(|a| (a.balance_minor, a.held_minor)), seq), (Some((70, 0)), 9));
     }
 }

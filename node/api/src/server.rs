@@ -1,5 +1,5 @@
 //! The HTTP server: routes, request checks in a fixed order, and the threads that connect it to
-//! the embedded engine.
+//! an engine through the neutral seam of [`EngineLink`] (either engine implements it).
 //!
 //! A write is checked in this order, and the first failure answers: body size (413) →
 //! signature (401) → JSON shape (400) → field values (400) → ownership (403) → for a `bmi` not
@@ -9,7 +9,6 @@
 
 use crate::auth::{Keyring, Participant, SignedHeaders, HEADER_KEY, HEADER_SIGNATURE, HEADER_TIMESTAMP};
 use crate::checks::{parse_account_id, parse_amount, parse_bmi, parse_currency, parse_json};
-use crate::collection;
 use crate::config::{AccountSetup, Credentials};
 use crate::error::ApiError;
 use crate::iso20022;
@@ -29,13 +28,12 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use rtgs_core::client::{ClientEvent, EngineSubmit, EntryFeed};
 use rtgs_core::entry::{AccountId, Bmi, CenterId, Command, Outcome, Payload, Seq, Transfer};
 use rtgs_core::ledger::Account;
 use rtgs_core::sequencer::Admission;
-use rtgs_embedded::cluster::{ClientEvent, Cluster, Submitter};
 use serde::Deserialize;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::thread::JoinHandle;
@@ -64,47 +62,35 @@ pub(crate) struct AppState {
     origin: CenterId,
 }
 
-/// How the API hands commands to an engine.
-pub trait EngineSubmit: Send + Sync {
-    /// Without blocking: `Err(Some(commands))` when the engine's queue is full (then
-    /// [`EngineSubmit::submit`] off the async workers), `Err(None)` when it takes no more.
-    fn try_submit(&self, commands: Vec<Command>) -> Result<(), Option<Vec<Command>>>;
-    /// Blocks while the queue is full (back-pressure); false if the engine takes no more.
-    fn submit(&self, commands: Vec<Command>) -> bool;
-}
+pub use crate::read_model::FinalThrough;
 
-impl EngineSubmit for Submitter {
-    fn try_submit(&self, commands: Vec<Command>) -> Result<(), Option<Vec<Command>>> {
-        Submitter::try_submit(self, commands)
-    }
-    fn submit(&self, commands: Vec<Command>) -> bool {
-        Submitter::submit(self, commands).is_ok()
-    }
-}
-
-/// Where the read model's entries come from.
-pub enum Feed {
-    /// The embedded engine's journal directory, replayed from seq 1.
-    Journal(PathBuf),
-    /// Entries pushed by the engine in seq order (those after the read model's ledger), and
-    /// the highest seq known final (all of them are applied up to it).
-    Entries { rx: tokio::sync::mpsc::Receiver<Vec<rtgs_core::entry::Entry>>, final_through: FinalThrough },
-}
-
-/// Reads the engine's highest final seq.
-pub type FinalThrough = Arc<dyn Fn() -> Seq + Send + Sync>;
-
-/// An engine as the API sees it.
+/// An engine as the API sees it (the seam both engines implement).
 pub struct EngineLink {
     pub submit: Arc<dyn EngineSubmit>,
     /// Final notices and refusals of the entries this API submitted (others are ignored).
     pub events: crossbeam_channel::Receiver<ClientEvent>,
     /// The read model to start from (a fresh one, or one holding the engine's ledger at start).
     pub read_model: ReadModel,
-    pub feed: Feed,
+    /// The journal's entries in seq order, for the read model.
+    pub feed: Box<dyn EntryFeed>,
+    /// The engine's highest seq known final (the read model applies up to it).
+    pub final_through: FinalThrough,
 }
 
-/// The API over a running embedded cluster.
+/// The API's dispatcher after [`Api::shutdown`]: join it once the engine has stopped.
+pub struct ApiStopped {
+    dispatcher: Option<JoinHandle<()>>,
+}
+
+impl ApiStopped {
+    pub fn join(mut self) {
+        if let Some(h) = self.dispatcher.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// The API over a running engine.
 pub struct Api {
     state: Arc<AppState>,
     stop: Arc<AtomicBool>,
@@ -121,57 +107,15 @@ pub enum SetupError {
 }
 
 impl Api {
-    /// Starts the API's threads over `cluster` (whose journal is in `data_dir/journal`);
-    /// submissions enter through center `origin`.
-    ///
-    /// The API must be the cluster's only consumer of [`Cluster::events`]: it routes every final
-    /// notice and refusal to the request waiting for it.
-    pub fn start(cluster: &Cluster, data_dir: PathBuf, credentials: Credentials, origin: CenterId) -> Api {
-        Self::start_with(cluster, data_dir, credentials, origin, ReadModel::default())
-    }
-
-    /// [`Api::start`] over a cluster whose centers run the collection plugin (started with
-    /// `Cluster::start_with_plugins`): the read model replays it too, for the audit endpoints.
-    pub fn start_with_collection(
-        cluster: &Cluster,
-        data_dir: PathBuf,
-        credentials: Credentials,
-        origin: CenterId,
-    ) -> Api {
-        let plugins: Vec<Box<dyn rtgs_core::plugin::HostedPlugin>> =
-            vec![Box::new(rtgs_collection::CollectionPlugin::new())];
-        // One plugin: distinct kinds by construction. The replica is no center (CenterId(0)):
-        // never the owner, never live, it executes nothing.
-        let host = match rtgs_core::plugin_host::PluginHost::new(CenterId(0), plugins) {
-            Ok(host) => host,
-            Err(_) => rtgs_core::plugin_host::PluginHost::empty(CenterId(0)),
-        };
-        Self::start_with(cluster, data_dir, credentials, origin, ReadModel::with_plugins(host))
-    }
-
-    fn start_with(
-        cluster: &Cluster,
-        data_dir: PathBuf,
-        credentials: Credentials,
-        origin: CenterId,
-        read_model: ReadModel,
-    ) -> Api {
-        // What the journal held at start is durable (its torn tail was cut): replay it all.
-        read_model.advance_to(cluster.recovery().journal.seq_last);
-        let link = EngineLink {
-            submit: Arc::new(cluster.submitter()),
-            events: cluster.events().clone(),
-            read_model,
-            feed: Feed::Journal(data_dir.join("journal")),
-        };
-        Self::start_linked(link, credentials, origin)
-    }
-
-    /// The API over any engine: the embedded cluster ([`Api::start`]) or one center of the
-    /// production engine (`rtgs node --api-config`), which hands over its submission path, its
-    /// client events and the entries its read model applies.
+    /// The API over an engine — the embedded cluster (`rtgs serve`) or one center of the
+    /// production engine (`rtgs node --api-config`) — which hands over its submission path, its
+    /// client events and the entries its read model applies; submissions enter through center
+    /// `origin`. The API must be the engine's only consumer of those events: it routes every
+    /// final notice and refusal to the request waiting for it.
     pub fn start_linked(link: EngineLink, credentials: Credentials, origin: CenterId) -> Api {
-        let EngineLink { submit, events, read_model, feed } = link;
+        let EngineLink { submit, events, read_model, feed, final_through } = link;
+        // What is final (or durable) at start must be applied before any read is answered.
+        read_model.advance_to(final_through());
         let state = Arc::new(AppState {
             keyring: Keyring::new(credentials.participants),
             operators: Keyring::new(credentials.operators),
@@ -221,15 +165,12 @@ impl Api {
             });
         }
         let (model, reader_stop) = (Arc::clone(&state.read_model), Arc::clone(&stop));
-        let reader = std::thread::spawn(move || match feed {
-            Feed::Journal(dir) => model.run(dir, &reader_stop),
-            Feed::Entries { rx, final_through } => model.run_fed(rx, final_through, &reader_stop),
-        });
+        let reader = std::thread::spawn(move || model.run(feed, final_through, &reader_stop));
         Api { state, stop, dispatcher: Some(dispatcher), reader: Some(reader) }
     }
 
     pub fn router(&self) -> Router {
-        Router::new()
+        let router = Router::new()
             .route("/v1/transfers", post(post_transfer))
             .route("/v1/transfers/batch", post(post_transfer_batch))
             .route("/v1/transfers/{bmi}", get(get_transfer))
@@ -240,13 +181,8 @@ impl Api {
             .route("/v1/operator/accounts", post(operator::open_account))
             .route("/v1/operator/accounts/{id}/fund", post(operator::fund_account))
             .route("/v1/operator/accounts/{id}/close", post(operator::close_account))
-            .route("/v1/operator/entries/{bmi}", get(operator::get_entry))
-            .route("/v1/operator/collection/run", post(collection::run_now))
-            .route("/v1/operator/collection/relayers", post(collection::register_relayer))
-            .route("/v1/operator/collection/settings", post(collection::set_setting))
-            .route("/v1/operator/collection/deposits/{id}", get(collection::get_deposit))
-            .route("/v1/operator/collection/batches/{id}", get(collection::get_batch))
-            .route("/v1/operator/collection/transactions/{hash}", get(collection::get_transaction))
+            .route("/v1/operator/entries/{bmi}", get(operator::get_entry));
+        crate::plugins::routes(router)
             .route("/metrics", get(get_metrics))
             .route("/v1/openapi.json", get(get_openapi))
             .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such endpoint") })
@@ -305,14 +241,12 @@ impl Api {
         }
     }
 
-    /// Stops the API's threads and the cluster; call after the HTTP server has stopped.
-    pub fn shutdown(mut self, cluster: Cluster) -> rtgs_embedded::cluster::ClusterReport {
+    /// Stops the API's threads; call after the HTTP server has stopped and before the engine
+    /// shuts down; the dispatcher ends once the engine's event senders are gone, and
+    /// [`Api::join`] waits for it.
+    pub fn shutdown(mut self) -> ApiStopped {
         self.stop_reading();
-        let report = cluster.shutdown();
-        if let Some(h) = self.dispatcher.take() {
-            let _ = h.join();
-        }
-        report
+        ApiStopped { dispatcher: self.dispatcher.take() }
     }
 
     /// Refuses new submissions and stops the read model; the dispatcher ends when the engine's
@@ -871,6 +805,8 @@ async fn get_account(
         "currency": currency,
         "balance": money::format_minor(account.balance_minor, exponent),
         "balance_minor": account.balance_minor,
+        "held": money::format_minor(account.held_minor, exponent),
+        "held_minor": account.held_minor,
         "closed": account.closed,
         "as_of_seq": seq_applied,
     });
@@ -920,6 +856,8 @@ async fn get_statement(
         "currency": currency,
         "balance": money::format_minor(account.balance_minor, exponent),
         "balance_minor": account.balance_minor,
+        "held": money::format_minor(account.held_minor, exponent),
+        "held_minor": account.held_minor,
         "as_of_seq": as_of_seq,
         "truncated": truncated,
         "lines": lines,

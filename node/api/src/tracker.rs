@@ -12,10 +12,10 @@
 //! Only authenticated participants choose `bmi`s.
 
 use crate::limits::TRACKED_TRANSFERS_MAX;
+use rtgs_core::client::{Notice, Refusal};
 use rtgs_core::entry::{Bmi, Outcome, Payload, Seq};
 use rtgs_core::hash::Prehashed;
 use rtgs_core::sequencer::Admission;
-use rtgs_embedded::cluster::{Notice, Refusal};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;

@@ -32,3 +32,38 @@ pub enum ClientEvent {
     /// Two centers disagree: finality has halted. Never expected; the node must be inspected.
     Divergence(String),
 }
+
+/// How a client (the HTTP API) hands commands to an engine: the seam both engines implement.
+pub trait EngineSubmit: Send + Sync {
+    /// Without blocking: `Err(Some(commands))` when the engine's queue is full (then
+    /// [`EngineSubmit::submit`] off any async worker), `Err(None)` when it takes no more.
+    fn try_submit(
+        &self,
+        commands: Vec<crate::entry::Command>,
+    ) -> Result<(), Option<Vec<crate::entry::Command>>>;
+    /// Blocks while the queue is full (back-pressure); false if the engine takes no more.
+    fn submit(&self, commands: Vec<crate::entry::Command>) -> bool;
+}
+
+/// What an [`EntryFeed`] answered.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Fed {
+    /// Entries were appended (in seq order, continuing the previous ones).
+    Entries,
+    /// Nothing new within the wait.
+    Idle,
+    /// The engine is gone: nothing more will come.
+    Closed,
+}
+
+/// The journal's entries in seq order, as an engine delivers them to a read model (the API's
+/// balances, statements and plugin replica): the embedded engine tails its journal files, the
+/// production engine forwards what its center applied. Read on a thread of its own.
+pub trait EntryFeed: Send {
+    /// Appends the next entries to `out`, waiting at most `wait` for some.
+    fn next_batch(
+        &mut self,
+        out: &mut Vec<crate::entry::Entry>,
+        wait: std::time::Duration,
+    ) -> Result<Fed, String>;
+}

@@ -45,8 +45,19 @@ pub struct Step<'a> {
     plugin: PluginKind,
     effects: &'a mut Vec<Effect>,
     ledger: &'a mut Ledger,
-    /// Every intent group offered, with its answer (the host folds them into the step digest).
-    log: &'a mut Vec<(LedgerIntent, bool)>,
+    /// Every intent offered, with the hold it names as it was before (releases and settles)
+    /// and its group's answer (the host folds them into the step digest).
+    log: &'a mut Vec<IntentRecord>,
+}
+
+/// One intent a plugin step offered, as the host records it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct IntentRecord {
+    pub intent: LedgerIntent,
+    /// For a release or a settle: the hold it names, as it was before (statements show it).
+    pub hold: Option<Hold>,
+    /// Its group applied (all of it) or not (none of it).
+    pub applied: bool,
 }
 
 impl<'a> Step<'a> {
@@ -56,7 +67,7 @@ impl<'a> Step<'a> {
         plugin: PluginKind,
         effects: &'a mut Vec<Effect>,
         ledger: &'a mut Ledger,
-        log: &'a mut Vec<(LedgerIntent, bool)>,
+        log: &'a mut Vec<IntentRecord>,
     ) -> Self {
         Step { seq, plugin, effects, ledger, log }
     }
@@ -72,8 +83,18 @@ impl<'a> Step<'a> {
 
     /// Applies a group of intents, all or none; on refusal nothing of the group moved.
     pub fn apply_intents(&mut self, intents: &[LedgerIntent]) -> Result<(), IntentRejected> {
+        let first = self.log.len();
+        for intent in intents {
+            let hold = match *intent {
+                LedgerIntent::Release { id } | LedgerIntent::Settle { id, .. } => self.hold(id),
+                _ => None,
+            };
+            self.log.push(IntentRecord { intent: *intent, hold, applied: false });
+        }
         let result = self.ledger.apply_intents(self.plugin, intents);
-        self.log.extend(intents.iter().map(|i| (*i, result.is_ok())));
+        for r in &mut self.log[first..] {
+            r.applied = result.is_ok();
+        }
         result
     }
 
@@ -94,7 +115,7 @@ impl<'a> Step<'a> {
 pub struct PluginDecodeError;
 
 /// What every plugin implements. No I/O, no clock: everything arrives in `apply`.
-pub trait Plugin: Sized + Send + 'static {
+pub trait Plugin: Sized + Send + Sync + 'static {
     const KIND: PluginKind;
 
     /// Applies one journal entry (its own commands and ticks are offered), emitting effects and
@@ -128,7 +149,7 @@ pub trait Plugin: Sized + Send + 'static {
 
 /// A [`Plugin`] behind a pointer: what the host holds (the plugin set is closed, but the core
 /// cannot name plugin crates, which depend on it).
-pub trait HostedPlugin: Send {
+pub trait HostedPlugin: Send + Sync {
     fn kind(&self) -> PluginKind;
     fn apply(&mut self, entry: &Entry, step: &mut Step<'_>);
     fn digest(&self) -> u64;

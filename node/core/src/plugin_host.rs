@@ -31,9 +31,9 @@
 
 use crate::entry::{Bmi, CenterId, Entry, InputError, Payload, PluginCommand, PluginKind};
 use crate::hash::{bytes64, fold, mix64};
-use crate::ledger::{Ledger, LedgerIntent};
+use crate::ledger::Ledger;
 use crate::limits::CENTER_COUNT_MAX;
-use crate::plugin::{Effect, HostedPlugin, Step};
+use crate::plugin::{Effect, HostedPlugin, IntentRecord, Step};
 
 /// Plugin command ops from here up are the host's, never handed to the plugin.
 pub const HOST_OP_FIRST: u16 = 0xFF00;
@@ -118,9 +118,9 @@ pub struct PluginHost {
     outbox: Vec<Effect>,
     scratch: Vec<Effect>,
     /// The intents of the step being applied, with their answers (the digest folds them).
-    intents_log: Vec<(LedgerIntent, bool)>,
-    /// The intents applied (accepted) at the last entry a plugin took, by plugin: statements.
-    intents_applied: Vec<(PluginKind, LedgerIntent)>,
+    intents_log: Vec<IntentRecord>,
+    /// The intents applied at the last entry a plugin took, by plugin (statements read them).
+    intents_applied: Vec<(PluginKind, IntentRecord)>,
 }
 
 impl PluginHost {
@@ -220,7 +220,7 @@ impl PluginHost {
     }
 
     /// The intents applied at the last entry a plugin took, by plugin (statements read them).
-    pub fn intents_applied(&self) -> &[(PluginKind, LedgerIntent)] {
+    pub fn intents_applied(&self) -> &[(PluginKind, IntentRecord)] {
         &self.intents_applied
     }
 
@@ -249,13 +249,13 @@ impl PluginHost {
             digest = fold(digest, e.effect_id ^ (u64::from(e.op) << 48));
             digest = fold(digest, bytes64(u64::from(e.op), &e.body));
         }
-        for (intent, ok) in &self.intents_log {
-            for w in intent.digest_words() {
+        for r in &self.intents_log {
+            for w in r.intent.digest_words() {
                 digest = fold(digest, w);
             }
-            digest = fold(digest, u64::from(*ok));
-            if *ok {
-                self.intents_applied.push((kind, *intent));
+            digest = fold(digest, u64::from(r.applied));
+            if r.applied {
+                self.intents_applied.push((kind, *r));
             }
         }
         if self.live && slot.owner == self.me {
@@ -389,6 +389,24 @@ impl PluginHost {
         s.term = cp.term;
         s.host_ops_refused = cp.host_ops_refused;
         Ok(())
+    }
+
+    /// The plugin kinds a checkpoint written by [`PluginHost::encode`] holds, in order (`None`
+    /// if it does not read as one): an audit rebuilds the same set from it.
+    pub fn kinds_in(buf: &[u8]) -> Option<Vec<PluginKind>> {
+        let mut r = Reader { buf, at: 0 };
+        if r.take(1).ok()?[0] != CHECKPOINT_VERSION {
+            return None;
+        }
+        let n = r.take(1).ok()?[0];
+        let mut kinds = Vec::new();
+        for _ in 0..n {
+            kinds.push(PluginKind::from_u8(r.take(1).ok()?[0])?);
+            r.take(1 + 4 + 8 + 8).ok()?;
+            let len = usize::try_from(r.u64().ok()?).ok()?;
+            r.take(len).ok()?;
+        }
+        Some(kinds)
     }
 
     /// Restores the state written by [`PluginHost::encode`] into this host's plugins, which must

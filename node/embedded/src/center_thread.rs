@@ -276,6 +276,8 @@ impl CenterThread {
             self.checkpoint(false)?;
         }
         self.publish_figures(false);
+        let final_through = self.center.seq_unfinal_first() - 1;
+        self.links.shared.final_through.fetch_max(final_through, Ordering::AcqRel);
         Ok(())
     }
 

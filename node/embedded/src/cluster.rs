@@ -163,6 +163,8 @@ pub enum StartError {
 pub(crate) struct Shared {
     /// Per finalizer: `seq_unfinal_first` as of its latest durable checkpoint.
     durable_unfinal_first: Vec<AtomicU64>,
+    /// The highest seq final in any center (for clients' read models; observes only).
+    pub final_through: AtomicU64,
     pub diverged: AtomicBool,
     /// Per center: its plugins' figures as of its last plugin entry (published at most every
     /// 100 ms, never per transfer).
@@ -192,6 +194,7 @@ impl Shared {
     pub(crate) fn for_tests(centers: usize) -> Self {
         Shared {
             durable_unfinal_first: (0..centers).map(|_| AtomicU64::new(1)).collect(),
+            final_through: AtomicU64::new(0),
             diverged: AtomicBool::new(false),
             plugin_figures: (0..centers).map(|_| Mutex::new(Vec::new())).collect(),
             adapter_figures: Mutex::new(Vec::new()),
@@ -275,6 +278,7 @@ pub struct Recovery {
 }
 
 pub struct Cluster {
+    journal_dir: PathBuf,
     submitter: Option<Submitter>,
     events: Receiver<ClientEvent>,
     sequencer: Option<JoinHandle<Result<u64, String>>>,
@@ -331,6 +335,9 @@ impl Cluster {
         };
 
         let shared = Arc::new(Shared {
+            // What the journal held at start is durable (its torn tail was cut): no crash can
+            // take it back, whether or not it is final yet.
+            final_through: AtomicU64::new(tail.seq_last),
             durable_unfinal_first: restored
                 .iter()
                 .map(|c| AtomicU64::new(c.as_ref().map_or(1, |c| c.finalizer.seq_unfinal_first())))
@@ -420,6 +427,7 @@ impl Cluster {
         }
         drop((ack_txs, events_tx, ckpt_tx, effects_tx));
         Ok(Cluster {
+            journal_dir,
             submitter: Some(submitter),
             adapter: adapter_thread,
             shared,
@@ -453,6 +461,16 @@ impl Cluster {
 
     pub fn recovery(&self) -> &Recovery {
         &self.recovery
+    }
+
+    pub fn journal_dir(&self) -> PathBuf {
+        self.journal_dir.clone()
+    }
+
+    /// The highest seq final in any center (or durable in the journal at start).
+    pub fn final_through(&self) -> Arc<dyn Fn() -> Seq + Send + Sync> {
+        let shared = Arc::clone(&self.shared);
+        Arc::new(move || shared.final_through.load(Ordering::Acquire))
     }
 
     /// A center's plugin figures as last published (empty without plugins).

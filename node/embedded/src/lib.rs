@@ -13,10 +13,13 @@
 //!   sequencer → journal writer (fsync) → centers; the checkpointer; the plugins' adapter.
 //! * [`center_thread`] — one center's thread: a thin driver of `rtgs_core::center::Center`
 //!   (journal and ack batches in; acks, notices, pulls, effects and checkpoints out).
+//! * [`client_link`] — the engine-neutral seam for clients (`rtgs_core::client`): submission,
+//!   events, and a [`client_link::JournalFeed`] tailing the journal files for a read model.
 //! * [`limits`] — queue capacities, segment size, checkpoint interval.
 
 pub mod center_thread;
 pub mod checkpoint;
+pub mod client_link;
 pub mod cluster;
 pub mod journal;
 pub mod limits;

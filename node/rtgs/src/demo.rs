@@ -19,9 +19,7 @@ use clap::Args;
 use hdrhistogram::Histogram;
 use rtgs_core::entry::{AccountId, Bmi, CenterId, Command, Currency, Outcome, Payload, Transfer};
 use rtgs_core::prng::Prng;
-use rtgs_embedded::cluster::{
-    ClientEvent, Cluster, ClusterConfig, ClusterReport, Figures, PluginSetup, Submitter,
-};
+use rtgs_embedded::cluster::{ClientEvent, Cluster, ClusterConfig, ClusterReport, Figures, Submitter};
 use rtgs_embedded::limits::SUBMISSION_COMMANDS_MAX;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -56,19 +54,17 @@ pub struct DemoArgs {
     /// Centers in the embedded cluster.
     #[arg(long, default_value_t = 3)]
     pub centers: usize,
-    /// Run the collection plugin against the chain simulator, with a sweep cycle before the
-    /// transfers.
-    #[arg(long)]
-    pub collection: bool,
-    /// Deposit wallets of the sweep cycle (one deposit each).
-    #[arg(long, default_value_t = 100_000)]
-    pub collection_wallets: u64,
-    /// Relayer accounts sweeping in parallel (one nonce in flight each).
-    #[arg(long, default_value_t = 1_000)]
-    pub collection_relayers: u64,
-    /// How much faster the simulated chain's clock runs than the journal's (12 s blocks).
-    #[arg(long, default_value_t = 1_000)]
-    pub chain_time_scale: u64,
+    /// Plugins (with `--collection`: a sweep cycle before the transfers; 100,000 wallets and
+    /// 1,000 relayers unless set, the chain seeded with `--seed`).
+    #[command(flatten)]
+    pub plugins: crate::plugin_flags::PluginFlags,
+}
+
+impl DemoArgs {
+    fn plugins(&self) -> anyhow::Result<rtgs_plugins::PluginsConfig> {
+        let defaults = rtgs_plugins::CollectionConfig { chain_seed: self.seed, ..Default::default() };
+        self.plugins.config(defaults)
+    }
 }
 
 const CURRENCY: &[u8; 3] = b"EUR";
@@ -169,21 +165,9 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let mut config = ClusterConfig::new(&data_dir);
     config.centers = args.centers;
     config.checkpoint_interval_entries = args.checkpoint_interval.max(1);
-    let workload = rtgs_collection::adapter::Workload::new(args.collection_wallets, args.collection_relayers);
-    let cluster = if args.collection {
-        let chain =
-            workload.chain(rtgs_collection::chain_sim::ChainConfig::default(), args.seed, CHAIN_START_US);
-        let adapter =
-            rtgs_collection::adapter::NodeAdapter::new(chain, CHAIN_START_US, args.chain_time_scale);
-        let setup = PluginSetup {
-            make: Box::new(|| vec![Box::new(rtgs_collection::CollectionPlugin::new())]),
-            adapter: Box::new(adapter),
-        };
-        Cluster::start_with_plugins(&config, setup)
-    } else {
-        Cluster::start(&config)
-    }
-    .with_context(|| format!("starting the cluster in {}", data_dir.display()))?;
+    let plugins = args.plugins()?;
+    let cluster = crate::serve::start_cluster(&config, &plugins)
+        .with_context(|| format!("starting the cluster in {}", data_dir.display()))?;
     let resumed_from = cluster.recovery().journal.seq_last;
     if !args.json {
         eprintln!(
@@ -194,10 +178,9 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
             cluster.recovery().epoch
         );
     }
-    let sweep = if args.collection {
-        Some(sweep_cycle(&args, &cluster, &workload).context("collection sweep cycle")?)
-    } else {
-        None
+    let sweep = match &plugins.collection {
+        Some(c) => Some(sweep_cycle(&args, &cluster, c).context("collection sweep cycle")?),
+        None => None,
     };
     let outcome = drive(&args, &cluster, resumed_from);
     let cluster_report = cluster.shutdown();
@@ -206,7 +189,9 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     }
     let run = outcome?;
     let mut report = build_report(&args, run, &cluster_report, resumed_from, &data_dir);
-    report.collection = sweep.map(|s| collection_json(&args, s, &cluster_report));
+    if let (Some(s), Some(c)) = (sweep, &plugins.collection) {
+        report.collection = Some(collection_json(c, s, &cluster_report));
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -516,9 +501,6 @@ fn build_report(
     }
 }
 
-/// Where the simulated chain's clock starts (µs).
-const CHAIN_START_US: u64 = 1_000_000;
-
 struct Sweep {
     deposits_queued: Duration,
     cycle: Duration,
@@ -569,11 +551,12 @@ fn submit_plugin(
 fn sweep_cycle(
     args: &DemoArgs,
     cluster: &Cluster,
-    w: &rtgs_collection::adapter::Workload,
+    c: &rtgs_plugins::CollectionConfig,
 ) -> anyhow::Result<Sweep> {
     let start = Instant::now();
+    let w = c.workload();
     submit_plugin(cluster, w.setup_commands(rtgs_collection::types::ChainId(1)))?;
-    let wallets = args.collection_wallets;
+    let wallets = c.wallets;
     wait_figures(cluster, "deposits queued", |f| figure(f, "collection_rows_queued") >= wallets)?;
     let deposits_queued = start.elapsed();
     if !args.json {
@@ -592,13 +575,13 @@ fn sweep_cycle(
     Ok(Sweep { deposits_queued, cycle, adapter: cluster.adapter_figures() })
 }
 
-fn collection_json(args: &DemoArgs, s: Sweep, cluster: &ClusterReport) -> CollectionJson {
+fn collection_json(c: &rtgs_plugins::CollectionConfig, s: Sweep, cluster: &ClusterReport) -> CollectionJson {
     let f = cluster.centers.first().map(|c| c.plugin_figures.clone()).unwrap_or_default();
     let first_hash = cluster.centers.first().map(|c| c.plugin_state_hash);
     let round = |d: Duration| (d.as_secs_f64() * 1000.0).round() / 1000.0;
     CollectionJson {
-        wallets: args.collection_wallets,
-        relayers: args.collection_relayers,
+        wallets: c.wallets,
+        relayers: c.relayers,
         deposits: figure(&f, "collection_deposits"),
         rows_collected: figure(&f, "collection_rows_collected"),
         rows_queued: figure(&f, "collection_rows_queued"),

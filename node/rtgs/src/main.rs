@@ -22,6 +22,7 @@ mod http_load;
 mod load;
 mod node;
 mod pg_args;
+mod plugin_flags;
 mod reconcile;
 mod serve;
 mod sim;

@@ -15,18 +15,17 @@
 use anyhow::Context;
 use clap::Args;
 use rtgs_api::config::ApiConfig;
-use rtgs_api::server::Api;
-use rtgs_collection::adapter::{NodeAdapter, Workload};
-use rtgs_collection::chain_sim::ChainConfig;
+use rtgs_api::read_model::ReadModel;
+use rtgs_api::server::{Api, EngineLink};
 use rtgs_collection::types::ChainId;
 use rtgs_core::entry::CenterId;
+use rtgs_core::ledger::Ledger;
 use rtgs_embedded::cluster::{Cluster, ClusterConfig, PluginSetup};
+use rtgs_plugins::{CollectionConfig, PluginsConfig};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-
-/// Where the simulated chain's clock starts.
-const CHAIN_START_US: u64 = 1_000_000;
+use std::sync::Arc;
 
 /// The API's port when `PORT_OFFSET` is 0.
 const PORT_BASE: u16 = 8080;
@@ -45,18 +44,10 @@ pub struct ServeArgs {
     /// Listen here instead (e.g. 127.0.0.1:0 for an ephemeral port).
     #[arg(long)]
     pub listen: Option<SocketAddr>,
-    /// Run the collection plugin against the chain simulator.
-    #[arg(long)]
-    pub collection: bool,
-    /// Deposit wallets on the simulated chain (one confirmed deposit of 2.0 each).
-    #[arg(long, default_value_t = 1_000)]
-    pub collection_wallets: u64,
-    /// Relayer accounts, registered at setup.
-    #[arg(long, default_value_t = 16)]
-    pub collection_relayers: u64,
-    /// How much faster the simulated chain's clock runs than the wall clock (12 s blocks).
-    #[arg(long, default_value_t = 1_000)]
-    pub chain_time_scale: u64,
+    /// Plugins (with `--collection`: 1,000 wallets and 16 relayers unless set, registered on a
+    /// fresh data directory).
+    #[command(flatten)]
+    pub plugins: crate::plugin_flags::PluginFlags,
     /// Validate the config file and exit.
     #[arg(long)]
     pub check: bool,
@@ -78,30 +69,19 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let port = PORT_BASE.checked_add(args.port_offset).context("PORT_OFFSET too large")?;
     let listen = args.listen.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], port)));
 
-    let config = ClusterConfig::new(&args.data_dir);
-    let workload = Workload::new(args.collection_wallets, args.collection_relayers);
-    let (cluster, api) = if args.collection {
-        let chain = workload.chain(ChainConfig::default(), 1, CHAIN_START_US);
-        let setup = PluginSetup {
-            make: Box::new(|| vec![Box::new(rtgs_collection::CollectionPlugin::new())]),
-            adapter: Box::new(NodeAdapter::new(chain, CHAIN_START_US, args.chain_time_scale)),
-        };
-        let cluster = Cluster::start_with_plugins(&config, setup).context("starting the cluster")?;
-        let api = Api::start_with_collection(&cluster, args.data_dir.clone(), credentials, CenterId(1));
-        (cluster, api)
-    } else {
-        let cluster = Cluster::start(&config).context("starting the cluster")?;
-        let api = Api::start(&cluster, args.data_dir.clone(), credentials, CenterId(1));
-        (cluster, api)
-    };
+    let plugins =
+        args.plugins.config(CollectionConfig { wallets: 1_000, relayers: 16, ..Default::default() })?;
+    let cluster =
+        start_cluster(&ClusterConfig::new(&args.data_dir), &plugins).context("starting the cluster")?;
+    let api = start_api(&cluster, &plugins, credentials);
     let fresh = cluster.recovery().journal.seq_last == 0;
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let served = rt.block_on(async {
         if fresh {
             api.setup_accounts(&accounts).await.context("setting up accounts")?;
             eprintln!("rtgs serve: opened {} accounts", accounts.len());
-            if args.collection {
-                let relayers = workload.setup_commands(ChainId(1));
+            if let Some(c) = &plugins.collection {
+                let relayers = c.workload().setup_commands(ChainId(1));
                 let n = relayers.len();
                 api.setup_plugin_commands(relayers).await.context("registering relayers")?;
                 eprintln!("rtgs serve: collection on, {n} relayers registered");
@@ -119,7 +99,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         api.serve(listener, stop_signal(term)).await.context("serving")
     });
     eprintln!("rtgs serve: stopping");
-    let report = api.shutdown(cluster);
+    let stopped = api.shutdown();
+    let report = cluster.shutdown();
+    stopped.join();
     served?;
     for c in &report.centers {
         eprintln!("  {}: seq_applied {} state_hash {:016x}", c.id, c.seq_applied, c.state_hash);
@@ -128,6 +110,40 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("cluster errors: {:?}", report.errors);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The embedded cluster with `plugins` in every center.
+pub fn start_cluster(
+    config: &ClusterConfig,
+    plugins: &PluginsConfig,
+) -> Result<Cluster, rtgs_embedded::cluster::StartError> {
+    if plugins.is_empty() {
+        return Cluster::start(config);
+    }
+    let make = plugins.clone();
+    let setup = PluginSetup { make: Box::new(move || make.hosted()), adapter: Box::new(plugins.adapters()) };
+    Cluster::start_with_plugins(config, setup)
+}
+
+/// The HTTP API over the embedded cluster (submissions enter through DC1); its read model
+/// replays the journal files with a replica of the same plugins.
+pub fn start_api(
+    cluster: &Cluster,
+    plugins: &PluginsConfig,
+    credentials: rtgs_api::config::Credentials,
+) -> Api {
+    let link = cluster.client_link();
+    Api::start_linked(
+        EngineLink {
+            submit: Arc::new(link.submit),
+            events: link.events,
+            read_model: ReadModel::new(Ledger::new(), plugins.host(CenterId(0))),
+            feed: Box::new(link.feed),
+            final_through: link.final_through,
+        },
+        credentials,
+        CenterId(1),
+    )
 }
 
 /// SIGTERM (`term`) or Ctrl-C.

@@ -14,6 +14,7 @@ use clap::Args;
 use rtgs_core::entry::{CenterId, Seq};
 use rtgs_core::ledger::Ledger;
 use rtgs_core::plugin_host::PluginHost;
+use rtgs_core::replica::Replica;
 use rtgs_embedded::checkpoint;
 use rtgs_embedded::journal::{Journal, JournalReader};
 use serde::Serialize;
@@ -73,12 +74,17 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
             matches_journal: c.as_ref().is_none_or(|c| c.ledger.seq_applied() == 0),
         })
         .collect();
-    // The plugin state each checkpoint holds, as a whole-state hash.
+    // The plugin state each checkpoint holds, as a whole-state hash; the replay hosts the set
+    // of plugins the checkpoints hold.
     let mut plugin_hashes = Vec::new();
+    let mut set = rtgs_plugins::PluginsConfig::default();
     for (id, c) in &checkpoints {
         plugin_hashes.push(match c.as_ref().and_then(|c| c.plugins.as_ref()) {
             Some((at, bytes)) => {
-                let mut h = collection_host(*id)?;
+                set = PluginHost::kinds_in(bytes)
+                    .and_then(|kinds| rtgs_plugins::PluginsConfig::of_kinds(&kinds))
+                    .with_context(|| format!("{id}: its checkpoint holds an unknown set of plugins"))?;
+                let mut h = set.host(*id);
                 h.restore(bytes).with_context(|| format!("{id}: plugin state in its checkpoint"))?;
                 if h.state_hash() != at.state_hash {
                     anyhow::bail!("{id}: its plugin state file does not match its checkpoint");
@@ -88,30 +94,24 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
             None => None,
         });
     }
-    let mut host = if plugin_hashes.iter().any(Option::is_some) {
-        collection_host(CenterId(1))?
-    } else {
-        PluginHost::empty(CenterId(1))
-    };
-    let mut ledger = Ledger::new();
+    // The same apply path as every center: ledger and plugins, one replica.
+    let mut replica = Replica::new(Ledger::new(), set.host(CenterId(1)));
     let mut reader = JournalReader::open(&journal_dir, 1)?;
     let mut entries = Vec::new();
     while reader.next_batch(&mut entries)? {
         for e in entries.drain(..) {
-            ledger.apply(&e);
-            if let Some(digest) = host.apply(&e, &mut ledger) {
-                ledger.fold(digest);
-            }
+            replica.apply(&e);
             for ((check, (_, c)), plugins) in checks.iter_mut().zip(&checkpoints).zip(&plugin_hashes) {
                 if let Some(c) = c {
                     if c.ledger.seq_applied() == e.seq {
-                        check.matches_journal =
-                            c.ledger == ledger && plugins.is_none_or(|h| h == host.state_hash());
+                        check.matches_journal = c.ledger == *replica.ledger()
+                            && plugins.is_none_or(|h| h == replica.host().state_hash());
                     }
                 }
             }
         }
     }
+    let ledger = replica.ledger();
     let conserved = ledger.check_conservation().is_ok();
     let ok = conserved && ledger.seq_applied() == tail.seq_last && checks.iter().all(|c| c.matches_journal);
     let verdict = Verdict {
@@ -148,9 +148,4 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         println!("{}", if verdict.ok { "OK" } else { "FAILED" });
     }
     Ok(if verdict.ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
-}
-
-/// The plugins `demo --collection` runs (the only plugin set there is so far).
-fn collection_host(id: CenterId) -> anyhow::Result<PluginHost> {
-    Ok(PluginHost::new(id, vec![Box::new(rtgs_collection::CollectionPlugin::new())])?)
 }

@@ -8,10 +8,13 @@ use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use rtgs_api::auth::sign;
 use rtgs_api::config::ApiConfig;
-use rtgs_api::server::Api;
+use rtgs_api::read_model::ReadModel;
+use rtgs_api::server::{Api, EngineLink};
 use rtgs_collection::adapter::NodeAdapter;
 use rtgs_collection::ChainSim;
 use rtgs_core::entry::CenterId;
+use rtgs_core::ledger::Ledger;
+use rtgs_core::plugin_host::PluginHost;
 use rtgs_embedded::cluster::{Cluster, ClusterConfig, PluginSetup};
 use rtgs_embedded::journal::JournalReader;
 use serde_json::{json, Value};
@@ -86,18 +89,27 @@ pub const CHAIN_START_US: u64 = 1_000_000;
 async fn start_with(dir: &std::path::Path, setup: bool, plugins: Option<PluginSetup>) -> Node {
     let (credentials, accounts) = ApiConfig::from_json(&config()).and_then(|c| c.build()).expect("config");
     let config = ClusterConfig::new(dir);
-    let (cluster, api) = match plugins {
+    // The read model hosts the same plugins as the centers (a replica: CenterId(0)).
+    let (cluster, host) = match plugins {
         Some(p) => {
             let cluster = Cluster::start_with_plugins(&config, p).expect("cluster starts");
-            let api = Api::start_with_collection(&cluster, dir.to_path_buf(), credentials, CenterId(1));
-            (cluster, api)
+            let set = rtgs_plugins::PluginsConfig::collection(Default::default());
+            (cluster, set.host(CenterId(0)))
         }
-        None => {
-            let cluster = Cluster::start(&config).expect("cluster starts");
-            let api = Api::start(&cluster, dir.to_path_buf(), credentials, CenterId(1));
-            (cluster, api)
-        }
+        None => (Cluster::start(&config).expect("cluster starts"), PluginHost::empty(CenterId(0))),
     };
+    let link = cluster.client_link();
+    let api = Api::start_linked(
+        EngineLink {
+            submit: std::sync::Arc::new(link.submit),
+            events: link.events,
+            read_model: ReadModel::new(Ledger::new(), host),
+            feed: Box::new(link.feed),
+            final_through: link.final_through,
+        },
+        credentials,
+        CenterId(1),
+    );
     if setup {
         api.setup_accounts(&accounts).await.expect("accounts set up");
     }
@@ -132,7 +144,14 @@ impl Node {
         self.server.await.expect("server stops");
         let api = std::sync::Arc::into_inner(self.api).expect("the server task has ended");
         let cluster = self.cluster;
-        let report = tokio::task::spawn_blocking(move || api.shutdown(cluster)).await.expect("shutdown");
+        let report = tokio::task::spawn_blocking(move || {
+            let stopped = api.shutdown();
+            let report = cluster.shutdown();
+            stopped.join();
+            report
+        })
+        .await
+        .expect("shutdown");
         assert!(report.errors.is_empty(), "{:?}", report.errors);
         let mut reader = JournalReader::open(&self.dir.join("journal"), 1).expect("journal");
         let (mut entries, mut bmis) = (Vec::new(), Vec::new());

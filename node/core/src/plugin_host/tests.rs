@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::entry::{AccountId, Currency, Seq, Transfer};
+use crate::ledger::LedgerIntent;
 use crate::plugin::{Plugin, PluginDecodeError};
 
 /// Applies with a throwaway ledger (the toy moves money only in the intents test).
@@ -248,6 +249,8 @@ fn checkpoint_round_trips_and_is_checked() {
     h.apply1(&set_owner(2, 1, 2));
     let mut buf = Vec::new();
     h.encode(&mut buf);
+    assert_eq!(PluginHost::kinds_in(&buf), Some(vec![PluginKind::Matching]));
+    assert_eq!(PluginHost::kinds_in(&buf[..buf.len() - 1]), None);
     let mut back = host(2);
     assert_eq!(back.restore(&buf), Ok(buf.len()));
     assert_eq!(back.state_hash(), h.state_hash());
@@ -285,10 +288,9 @@ fn intents_reach_the_ledger_and_the_digest() {
     ledger.apply(&hold(3, 6));
     let da = a.apply(&hold(3, 6), &mut ledger);
     assert_eq!(ledger.account(AccountId(1)).map(|x| (x.balance_minor, x.held_minor)), Some((4, 6)));
-    assert_eq!(
-        a.intents_applied(),
-        &[(PluginKind::Matching, LedgerIntent::Hold { id: 3, account: AccountId(1), amount_minor: 6 })]
-    );
+    let intent = LedgerIntent::Hold { id: 3, account: AccountId(1), amount_minor: 6 };
+    let record = crate::plugin::IntentRecord { intent, hold: None, applied: true };
+    assert_eq!(a.intents_applied(), &[(PluginKind::Matching, record)]);
     // The same plugin state, but the hold is refused (AM04) on a poorer ledger: another digest.
     other
         .apply_intents(

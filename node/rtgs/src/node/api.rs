@@ -25,7 +25,8 @@ use anyhow::Context;
 use clap::Args;
 use rdkafka::consumer::Consumer;
 use rdkafka::producer::FutureRecord;
-use rtgs_api::server::{Api, EngineLink, EngineSubmit, Feed};
+use rtgs_api::server::{Api, EngineLink};
+use rtgs_core::client::{EngineSubmit, EntryFeed, Fed};
 use rtgs_core::codec;
 use rtgs_core::entry::{Command, Entry, Outcome};
 use rtgs_core::sequencer::Admission;
@@ -78,6 +79,25 @@ impl EngineSubmit for InboundQueue {
     }
 }
 
+/// The entries the center applied, for the read model (on its own thread).
+struct AppliedFeed(mpsc::Receiver<Vec<Entry>>);
+
+impl EntryFeed for AppliedFeed {
+    fn next_batch(&mut self, out: &mut Vec<Entry>, wait: std::time::Duration) -> Result<Fed, String> {
+        match self.0.try_recv() {
+            Ok(batch) => {
+                out.extend(batch);
+                Ok(Fed::Entries)
+            }
+            Err(mpsc::error::TryRecvError::Empty) => {
+                std::thread::sleep(wait);
+                Ok(Fed::Idle)
+            }
+            Err(mpsc::error::TryRecvError::Disconnected) => Ok(Fed::Closed),
+        }
+    }
+}
+
 /// A task `serve` runs for the API.
 pub type ApiTask = std::pin::Pin<Box<dyn std::future::Future<Output = anyhow::Result<()>> + Send>>;
 
@@ -122,8 +142,14 @@ pub async fn start(
     let link = EngineLink {
         submit: Arc::new(InboundQueue { tx: submit_tx }),
         events: events_rx,
-        read_model: rtgs_api::read_model::ReadModel::with_ledger(ledger),
-        feed: Feed::Entries { rx: feed_rx, final_through },
+        // The read model's replica hosts no plugins here: the plugins' audit endpoints answer on
+        // `rtgs serve` only (a known limit, issue "Operating the production engine").
+        read_model: rtgs_api::read_model::ReadModel::new(
+            ledger,
+            rtgs_core::plugin_host::PluginHost::empty(rtgs_core::entry::CenterId(0)),
+        ),
+        feed: Box::new(AppliedFeed(feed_rx)),
+        final_through,
     };
     let api = Arc::new(Api::start_linked(link, credentials, node.center));
     let port = PORT_BASE.checked_add(port_offset).context("PORT_OFFSET too large")?;

@@ -5,7 +5,7 @@
 //! Writes go through the journal like every other write (tracker, idempotency by `bmi`); whether
 //! the plugin accepts them is its own answer, visible in its state. Reads come from the read
 //! model's plugin replica, which applies exactly what is final (the answers carry `as_of_seq`).
-//! Without plugins (`rtgs serve` without `--collection`) every route here answers 404
+//! On a node that does not run the collection plugin every route here answers 404
 //! `collection_disabled`.
 
 use crate::checks::{parse_bmi, parse_json};
@@ -14,13 +14,14 @@ use crate::server::{accepted, authenticated, submit, AppState};
 use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::routing::{get, post};
+use axum::{Json, Router};
 use rtgs_collection::command::{CollectionCommand, RegisterRelayer, RunNow, SetSetting};
 use rtgs_collection::settings::{SettingKey, SettingScope};
 use rtgs_collection::state::{Batch, QueueRow, RowStatus};
 use rtgs_collection::types::{BatchId, ChainId, DepositId, PartnerId, RelayerId, TxHash};
 use rtgs_collection::CollectionPlugin;
-use rtgs_core::entry::{Payload, PluginKind, Seq};
+use rtgs_core::entry::{Payload, Seq};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -58,13 +59,28 @@ fn disabled() -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "collection_disabled", "collection is not enabled on this node")
 }
 
+/// This plugin's routes.
+pub(crate) fn routes(router: Router<Arc<AppState>>) -> Router<Arc<AppState>> {
+    router
+        .route("/v1/operator/collection/run", post(run_now))
+        .route("/v1/operator/collection/relayers", post(register_relayer))
+        .route("/v1/operator/collection/settings", post(set_setting))
+        .route("/v1/operator/collection/deposits/{id}", get(get_deposit))
+        .route("/v1/operator/collection/batches/{id}", get(get_batch))
+        .route("/v1/operator/collection/transactions/{hash}", get(get_transaction))
+}
+
+fn enabled(state: &AppState) -> bool {
+    state.read_model.plugins(|host, _| rtgs_plugins::collection(host).is_some()).unwrap_or(false)
+}
+
 async fn journal(
     state: &AppState,
     bmi_text: &str,
     owner: &Arc<str>,
     cmd: CollectionCommand,
 ) -> Result<Response, ApiError> {
-    if !state.read_model.has_plugins() {
+    if !enabled(state) {
         return Err(disabled());
     }
     let bmi = parse_bmi(bmi_text)?;
@@ -74,17 +90,14 @@ async fn journal(
     Ok(accepted(bmi, seq))
 }
 
-pub(crate) async fn run_now(
-    State(state): State<Arc<AppState>>,
-    request: Request,
-) -> Result<Response, ApiError> {
+async fn run_now(State(state): State<Arc<AppState>>, request: Request) -> Result<Response, ApiError> {
     let (operator, body) = authenticated(&state.operators, request).await?;
     let req: RunRequest = parse_json(&body)?;
     let cmd = CollectionCommand::RunNow(RunNow { partner: req.partner.map(PartnerId) });
     journal(&state, &req.bmi, &operator.key_id, cmd).await
 }
 
-pub(crate) async fn register_relayer(
+async fn register_relayer(
     State(state): State<Arc<AppState>>,
     request: Request,
 ) -> Result<Response, ApiError> {
@@ -100,10 +113,7 @@ pub(crate) async fn register_relayer(
 
 /// A setting is checked against its range here too, so that a typo is a 400, not a rejection
 /// the operator has to look for in the plugin's state.
-pub(crate) async fn set_setting(
-    State(state): State<Arc<AppState>>,
-    request: Request,
-) -> Result<Response, ApiError> {
+async fn set_setting(State(state): State<Arc<AppState>>, request: Request) -> Result<Response, ApiError> {
     let (operator, body) = authenticated(&state.operators, request).await?;
     let req: SettingRequest = parse_json(&body)?;
     let key = SettingKey::from_name(&req.name).ok_or_else(|| {
@@ -136,21 +146,17 @@ async fn with_plugin<R>(
     state: &AppState,
     f: impl FnOnce(&CollectionPlugin) -> Result<R, ApiError>,
 ) -> Result<(R, Seq), ApiError> {
-    if !state.read_model.has_plugins() {
+    if !enabled(state) {
         return Err(disabled());
     }
     crate::server::read_model_caught_up(&state.read_model).await?;
-    let answer = state
+    state
         .read_model
         .plugins(|host, seq| {
-            let plugin = host
-                .plugin(PluginKind::Collection)
-                .and_then(|p| p.as_any().downcast_ref::<CollectionPlugin>())
-                .ok_or_else(disabled)?;
+            let plugin = rtgs_plugins::collection(host).ok_or_else(disabled)?;
             Ok((f(plugin)?, seq))
         })
-        .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "read_model_failed", e))?;
-    answer.ok_or_else(disabled)?
+        .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "read_model_failed", e))?
 }
 
 fn parse_id(text: &str, what: &str) -> Result<u64, ApiError> {
@@ -226,7 +232,7 @@ fn batch_json(b: &Batch) -> Value {
 
 /// Audit, forward: the deposit's row, the batch that collected it and its transaction hashes
 /// (or, while QUEUED, the open batch that may collect it and why its group was last skipped).
-pub(crate) async fn get_deposit(
+async fn get_deposit(
     State(state): State<Arc<AppState>>,
     Path(id_text): Path<String>,
     request: Request,
@@ -255,7 +261,7 @@ pub(crate) async fn get_deposit(
 }
 
 /// Audit, backward: the batch and the deposits it collected (empty until CONFIRMED).
-pub(crate) async fn get_batch(
+async fn get_batch(
     State(state): State<Arc<AppState>>,
     Path(id_text): Path<String>,
     request: Request,
@@ -267,7 +273,7 @@ pub(crate) async fn get_batch(
 }
 
 /// Audit from the chain's side: the batch that sent a transaction hash.
-pub(crate) async fn get_transaction(
+async fn get_transaction(
     State(state): State<Arc<AppState>>,
     Path(hash_text): Path<String>,
     request: Request,

@@ -1,0 +1,221 @@
+//! # rtgs-plugins: the set of plugins, named once
+//!
+//! Every place that hosts plugins — the embedded engine, the production engine, the API's read
+//! model, the audit, the demo — gets them from here, so adding a plugin is one edit of this crate
+//! (and of the closed [`PluginKind`] enum in the core), not six.
+//!
+//! # Layout
+//! * [`PluginsConfig`] — which plugins run and how their (simulated) outside worlds are made;
+//!   serde with `deny_unknown_fields`, built by the CLI's flags, validated by [`PluginsConfig::check`].
+//! * [`PluginsConfig::hosted`] / [`PluginsConfig::host`] — fresh plugins for a center's host
+//!   (every center must get the same set: their step digests are in the state hash).
+//! * [`Adapters`] — the enabled plugins' outside worlds behind one `EffectAdapter`: each effect is
+//!   routed to the adapter of its plugin, results of all are polled.
+//! * [`collection`] — typed read access to a host's collection plugin (the API's audit queries).
+//!
+//! Depends on the plugin crates and the core only: no I/O (the chain simulators are sans-IO too).
+
+use rtgs_collection::adapter::{NodeAdapter, Workload};
+use rtgs_collection::chain_sim::{ChainConfig, ChainSim};
+use rtgs_collection::CollectionPlugin;
+use rtgs_core::entry::{Bmi, CenterId, PluginCommand, PluginKind};
+use rtgs_core::plugin::{Effect, EffectAdapter, HostedPlugin};
+use rtgs_core::plugin_host::PluginHost;
+use serde::{Deserialize, Serialize};
+
+/// Where every simulated chain's clock starts (µs).
+pub const CHAIN_START_US: u64 = 1_000_000;
+
+/// The plugins a cluster runs. Every center of a cluster must run the same set.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginsConfig {
+    /// Wallet sweeping (seed 000) over a chain simulator.
+    pub collection: Option<CollectionConfig>,
+}
+
+/// The collection plugin's outside world: a chain simulator with one deposit per wallet and
+/// funded relayers — the same on every center (same seed, same workload).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CollectionConfig {
+    pub wallets: u64,
+    pub relayers: u64,
+    /// How much faster the simulated chain's clock runs than the journal's (12 s blocks).
+    pub chain_time_scale: u64,
+    pub chain_seed: u64,
+}
+
+impl Default for CollectionConfig {
+    fn default() -> Self {
+        CollectionConfig { wallets: 100_000, relayers: 1_000, chain_time_scale: 1_000, chain_seed: 1 }
+    }
+}
+
+impl CollectionConfig {
+    pub fn workload(&self) -> Workload {
+        Workload::new(self.wallets, self.relayers)
+    }
+}
+
+/// A configuration that cannot run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError(pub String);
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl PluginsConfig {
+    /// Only the collection plugin, with these settings.
+    pub fn collection(c: CollectionConfig) -> Self {
+        PluginsConfig { collection: Some(c) }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.kinds().is_empty()
+    }
+
+    /// The enabled plugins, in the host's order.
+    pub fn kinds(&self) -> Vec<PluginKind> {
+        let mut kinds = Vec::new();
+        if self.collection.is_some() {
+            kinds.push(PluginKind::Collection);
+        }
+        kinds
+    }
+
+    /// Refuses settings that cannot run (checked at start and by `--check` flags).
+    pub fn check(&self) -> Result<(), ConfigError> {
+        if let Some(c) = &self.collection {
+            if c.relayers == 0 {
+                return Err(ConfigError("collection: at least one relayer is needed".into()));
+            }
+            if c.chain_time_scale == 0 {
+                return Err(ConfigError("collection: the chain time scale must be at least 1".into()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Fresh plugins of every enabled kind, in the host's order.
+    pub fn hosted(&self) -> Vec<Box<dyn HostedPlugin>> {
+        let mut plugins: Vec<Box<dyn HostedPlugin>> = Vec::new();
+        if self.collection.is_some() {
+            plugins.push(Box::new(CollectionPlugin::new()));
+        }
+        plugins
+    }
+
+    /// A fresh host for center `center` (`CenterId(0)`: a replica that is no center — never
+    /// owner, never live, it executes nothing).
+    pub fn host(&self, center: CenterId) -> PluginHost {
+        // Kinds are distinct by construction: `new` cannot refuse them.
+        PluginHost::new(center, self.hosted()).unwrap_or_else(|_| PluginHost::empty(center))
+    }
+
+    /// The set of plugins of these kinds, with default settings (an audit rebuilding the set a
+    /// checkpoint holds: only the plugins matter there, not their outside worlds). `None` if a
+    /// kind is not built.
+    pub fn of_kinds(kinds: &[PluginKind]) -> Option<Self> {
+        let mut config = PluginsConfig::default();
+        for kind in kinds {
+            match kind {
+                PluginKind::Collection => config.collection = Some(CollectionConfig::default()),
+                PluginKind::Withdrawal | PluginKind::Matching => return None,
+            }
+        }
+        Some(config)
+    }
+
+    /// The enabled plugins' outside worlds, their clocks starting at the engine's `now_us`.
+    pub fn adapters(&self) -> Adapters {
+        Adapters {
+            collection: self.collection.as_ref().map(|c| {
+                let chain = c.workload().chain(ChainConfig::default(), c.chain_seed, CHAIN_START_US);
+                NodeAdapter::new(chain, CHAIN_START_US, c.chain_time_scale)
+            }),
+        }
+    }
+}
+
+/// The enabled plugins' outside worlds, one adapter per plugin (see the crate docs).
+pub struct Adapters {
+    pub collection: Option<NodeAdapter<ChainSim>>,
+}
+
+impl Adapters {
+    /// The adapter of `kind`, if that plugin runs.
+    fn of(&mut self, kind: PluginKind) -> Option<&mut dyn EffectAdapter> {
+        match kind {
+            PluginKind::Collection => self.collection.as_mut().map(|a| a as &mut dyn EffectAdapter),
+            PluginKind::Withdrawal | PluginKind::Matching => None,
+        }
+    }
+}
+
+impl EffectAdapter for Adapters {
+    fn execute(&mut self, effect: &Effect, now_us: u64) {
+        // An effect of a plugin without an adapter cannot come from this set's hosts.
+        if let Some(a) = self.of(effect.plugin) {
+            a.execute(effect, now_us);
+        }
+    }
+
+    fn poll(&mut self, now_us: u64, out: &mut Vec<(Bmi, PluginCommand)>) {
+        if let Some(a) = self.collection.as_mut() {
+            a.poll(now_us, out);
+        }
+    }
+
+    fn figures(&self, out: &mut Vec<(&'static str, u64)>) {
+        if let Some(a) = &self.collection {
+            a.figures(out);
+        }
+    }
+}
+
+/// The collection plugin of a host, if it runs there.
+pub fn collection(host: &PluginHost) -> Option<&CollectionPlugin> {
+    host.plugin(PluginKind::Collection)?.as_any().downcast_ref()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_place_names_the_set_and_routes_effects_by_plugin() {
+        let none = PluginsConfig::default();
+        assert!(none.is_empty() && none.hosted().is_empty() && none.host(CenterId(1)).is_empty());
+        let c = PluginsConfig::collection(CollectionConfig {
+            wallets: 3,
+            relayers: 1,
+            ..CollectionConfig::default()
+        });
+        assert_eq!(c.kinds(), vec![PluginKind::Collection]);
+        let host = c.host(CenterId(2));
+        assert_eq!(host.kinds().collect::<Vec<_>>(), vec![PluginKind::Collection]);
+        assert!(collection(&host).is_some());
+        assert!(collection(&none.host(CenterId(2))).is_none());
+        let mut adapters = c.adapters();
+        // An effect of a plugin that is not in the set goes nowhere (and does not panic).
+        adapters.execute(&Effect { plugin: PluginKind::Matching, effect_id: 1, op: 1, body: Vec::new() }, 0);
+        let mut figures = Vec::new();
+        adapters.figures(&mut figures);
+        assert!(figures.iter().any(|(n, _)| *n == "adapter_effects_executed"));
+    }
+
+    #[test]
+    fn config_is_strict_and_checked() {
+        let bad = r#"{"collection": {"wallets": 1, "relayers": 1, "chain_time_scale": 1, "chain_seed": 1, "x": 2}}"#;
+        assert!(serde_json::from_str::<PluginsConfig>(bad).is_err(), "unknown fields are refused");
+        let zero = PluginsConfig::collection(CollectionConfig { relayers: 0, ..CollectionConfig::default() });
+        assert!(zero.check().is_err());
+        assert!(PluginsConfig::collection(CollectionConfig::default()).check().is_ok());
+    }
+}
