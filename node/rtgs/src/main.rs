@@ -10,6 +10,9 @@
 //! * `collect` ([`collect`]) — one sweep cycle of the collection plugin on a production cluster.
 //! * `reconcile` ([`reconcile`]) — compare the production engine's center databases.
 //! * `serve` ([`serve`]) — the embedded cluster behind the participant HTTP API (`rtgs-api`).
+//! * [`plugin_flags`] — the plugin flags every command shares, built into `rtgs_plugins`'s one
+//!   `PluginsConfig`.
+//! * [`pg_args`] — the PostgreSQL connection flags of the production commands.
 //!
 //! `anyhow` lives only here, at the binary's edge; the libraries return typed errors.
 
