@@ -333,6 +333,20 @@ pub struct Outputs {
 }
 
 impl Outputs {
+    /// Nothing asked: the driver may wait for its next input or timeout.
+    pub fn is_empty(&self) -> bool {
+        self.acks.is_empty()
+            && self.reack_from.is_none()
+            && self.ack_rewind.is_none()
+            && self.pulls.is_empty()
+            && self.commits.is_empty()
+            && self.notices.is_empty()
+            && self.effects.is_empty()
+            && self.commands.is_empty()
+            && !self.checkpoint_due
+            && self.alarms.is_empty()
+    }
+
     pub fn clear(&mut self) {
         self.acks.clear();
         self.reack_from = None;
