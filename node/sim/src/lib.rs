@@ -128,137 +128,90 @@ impl Guard {
     pub const ALL: [Guard; 4] = [Guard::Reacks, Guard::AckWindow, Guard::Checksums, Guard::OwnerDetector];
 }
 
-/// Faults injected in a run, one counter per kind.
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
-pub struct Faults {
-    /// Centers crashed (at a random step or between a durable write and what follows it).
-    pub center_crashes: u64,
-    pub sequencer_crashes: u64,
-    /// Centers down from early in the run until the others converged (the owner, often).
-    pub centers_lost: u64,
-    /// Centers restarted more than a tally window behind while another center was down.
-    pub far_behind: u64,
-    /// Journal messages dropped, duplicated (copies delivered), delayed.
-    pub journal_drops: u64,
-    pub journal_duplicates: u64,
-    pub journal_delays: u64,
-    /// Ack messages published that never reached the stream.
-    pub ack_losses: u64,
-    /// Times a center's ack reader stalled for a while.
-    pub ack_read_delays: u64,
-    /// Bits flipped in journal frames: at rest in one copy, or in a message in flight.
-    pub journal_bit_flips: u64,
-    /// Journal appends cut short by a sequencer crash.
-    pub journal_torn_writes: u64,
-    pub checkpoint_bit_flips: u64,
-    /// Checkpoint writes cut short by a center crash.
-    pub checkpoint_torn_writes: u64,
+/// A struct of `u64` counters with `add` (sums over runs), `kinds` (each with its name) and
+/// `Display` (the summary line's "n name, ...").
+macro_rules! counters {
+    ($(#[$doc:meta])* $name:ident { $($(#[$fdoc:meta])* $field:ident: $label:literal,)* }) => {
+        $(#[$doc])*
+        #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+        pub struct $name {
+            $($(#[$fdoc])* pub $field: u64,)*
+        }
+
+        impl $name {
+            pub fn add(&mut self, other: &$name) {
+                $(self.$field += other.$field;)*
+            }
+
+            /// Every counter with its name, in order.
+            pub fn kinds(&self) -> Vec<(u64, &'static str)> {
+                vec![$((self.$field, $label),)*]
+            }
+
+            pub fn total(&self) -> u64 {
+                self.kinds().iter().map(|(n, _)| n).sum()
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                let parts: Vec<String> = self.kinds().iter().map(|(n, what)| format!("{n} {what}")).collect();
+                f.write_str(&parts.join(", "))
+            }
+        }
+    };
 }
 
-impl Faults {
-    pub fn add(&mut self, o: &Faults) {
-        self.center_crashes += o.center_crashes;
-        self.sequencer_crashes += o.sequencer_crashes;
-        self.centers_lost += o.centers_lost;
-        self.far_behind += o.far_behind;
-        self.journal_drops += o.journal_drops;
-        self.journal_duplicates += o.journal_duplicates;
-        self.journal_delays += o.journal_delays;
-        self.ack_losses += o.ack_losses;
-        self.ack_read_delays += o.ack_read_delays;
-        self.journal_bit_flips += o.journal_bit_flips;
-        self.journal_torn_writes += o.journal_torn_writes;
-        self.checkpoint_bit_flips += o.checkpoint_bit_flips;
-        self.checkpoint_torn_writes += o.checkpoint_torn_writes;
-    }
-
-    fn counts(&self) -> [(u64, &'static str); 13] {
-        [
-            (self.center_crashes, "center crashes"),
-            (self.sequencer_crashes, "sequencer crashes"),
-            (self.centers_lost, "centers lost"),
-            (self.far_behind, "far-behind restarts"),
-            (self.journal_drops, "journal drops"),
-            (self.journal_duplicates, "journal duplicates"),
-            (self.journal_delays, "journal delays"),
-            (self.ack_losses, "ack messages lost"),
-            (self.ack_read_delays, "ack reader stalls"),
-            (self.journal_bit_flips, "journal bit flips"),
-            (self.journal_torn_writes, "journal torn writes"),
-            (self.checkpoint_bit_flips, "checkpoint bit flips"),
-            (self.checkpoint_torn_writes, "checkpoint torn writes"),
-        ]
-    }
-
-    pub fn total(&self) -> u64 {
-        self.counts().iter().map(|(n, _)| n).sum()
+counters! {
+    /// Faults injected in a run, one counter per kind.
+    Faults {
+        /// Centers crashed (at a random step or between a durable write and what follows it).
+        center_crashes: "center crashes",
+        sequencer_crashes: "sequencer crashes",
+        /// Centers down from early in the run until the others converged (the owner, often).
+        centers_lost: "centers lost",
+        /// Centers restarted more than a tally window behind the others.
+        far_behind: "far-behind restarts",
+        journal_drops: "journal drops",
+        /// Copies made by duplication faults, delivered.
+        journal_duplicates: "journal duplicates",
+        journal_delays: "journal delays",
+        /// Ack messages published that never reached the stream.
+        ack_losses: "ack messages lost",
+        /// Times a center's ack reader stalled for a while.
+        ack_read_delays: "ack reader stalls",
+        /// Bits flipped in journal frames: at rest in one copy, or in a message in flight.
+        journal_bit_flips: "journal bit flips",
+        /// Journal appends cut short by a sequencer crash.
+        journal_torn_writes: "journal torn writes",
+        checkpoint_bit_flips: "checkpoint bit flips",
+        /// Checkpoint writes cut short by a center crash.
+        checkpoint_torn_writes: "checkpoint torn writes",
     }
 }
 
-impl fmt::Display for Faults {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let parts: Vec<String> = self.counts().iter().map(|(n, what)| format!("{n} {what}")).collect();
-        f.write_str(&parts.join(", "))
-    }
-}
-
-/// What the guards did about the faults: the centers' own counters (summed over every life of
-/// every center) and the storage's detections. Observed, never used for a decision.
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
-pub struct Recoveries {
-    /// Holes, overflows and lost tails pulled from the durable journal.
-    pub gap_pulls: u64,
-    pub entries_dropped_for_room: u64,
-    /// Finality stood still: acks published again and the stream read again.
-    pub reacks: u64,
-    /// The ack stream read again (window rewinds and stall rewinds).
-    pub ack_rewinds: u64,
-    pub acks_dropped_beyond_window: u64,
-    /// `SetOwner` proposals of the owner failure detectors.
-    pub owner_proposals: u64,
-    /// Journal frames refused for a bad checksum (and read again from a good copy).
-    pub frames_refused: u64,
-    /// Checkpoints refused at a restart (torn or a bad checksum): an older one was used.
-    pub checkpoints_refused: u64,
-    /// Restarts with no readable checkpoint: the whole journal replayed.
-    pub replays_from_start: u64,
-    /// Final statuses announced by origin centers (repeats after restarts included).
-    pub notices: u64,
-}
-
-impl Recoveries {
-    pub fn add(&mut self, o: &Recoveries) {
-        self.gap_pulls += o.gap_pulls;
-        self.entries_dropped_for_room += o.entries_dropped_for_room;
-        self.reacks += o.reacks;
-        self.ack_rewinds += o.ack_rewinds;
-        self.acks_dropped_beyond_window += o.acks_dropped_beyond_window;
-        self.owner_proposals += o.owner_proposals;
-        self.frames_refused += o.frames_refused;
-        self.checkpoints_refused += o.checkpoints_refused;
-        self.replays_from_start += o.replays_from_start;
-        self.notices += o.notices;
-    }
-}
-
-impl fmt::Display for Recoveries {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} gap pulls, {} entries dropped for room, {} re-acks, {} ack rewinds, {} acks dropped \
-             beyond the window, {} owner proposals, {} frames refused, {} checkpoints refused, {} \
-             replays from the start, {} notices",
-            self.gap_pulls,
-            self.entries_dropped_for_room,
-            self.reacks,
-            self.ack_rewinds,
-            self.acks_dropped_beyond_window,
-            self.owner_proposals,
-            self.frames_refused,
-            self.checkpoints_refused,
-            self.replays_from_start,
-            self.notices
-        )
+counters! {
+    /// What the guards did about the faults: the centers' own counters (summed over every life
+    /// of every center) and the storage's detections. Observed, never used for a decision.
+    Recoveries {
+        /// Holes, overflows and lost tails pulled from the durable journal.
+        gap_pulls: "gap pulls",
+        entries_dropped_for_room: "entries dropped for room",
+        /// Finality stood still: acks published again (and the stream read again).
+        reacks: "re-acks",
+        /// The ack stream read again (window rewinds and stall rewinds).
+        ack_rewinds: "ack rewinds",
+        acks_dropped_beyond_window: "acks dropped beyond the window",
+        /// `SetOwner` proposals of the owner failure detectors.
+        owner_proposals: "owner proposals",
+        /// Journal frames refused for a bad checksum (and read again from a good copy).
+        frames_refused: "frames refused",
+        /// Checkpoints refused at a restart (torn or a bad checksum): an older one was used.
+        checkpoints_refused: "checkpoints refused",
+        /// Restarts with no readable checkpoint: the whole journal replayed.
+        replays_from_start: "replays from the start",
+        /// Final statuses announced by origin centers (repeats after restarts included).
+        notices: "notices",
     }
 }
 

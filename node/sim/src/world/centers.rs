@@ -356,7 +356,7 @@ impl World {
                 Some(live) => live.center.poll_output(&mut out),
                 None => return Ok(()),
             }
-            if is_empty(&out) {
+            if out.is_empty() {
                 return Ok(());
             }
             self.take_outputs(i, out)?;
@@ -563,17 +563,4 @@ impl World {
         }
         Ok(())
     }
-}
-
-fn is_empty(out: &Outputs) -> bool {
-    out.acks.is_empty()
-        && out.reack_from.is_none()
-        && out.ack_rewind.is_none()
-        && out.pulls.is_empty()
-        && out.commits.is_empty()
-        && out.notices.is_empty()
-        && out.effects.is_empty()
-        && out.commands.is_empty()
-        && !out.checkpoint_due
-        && out.alarms.is_empty()
 }
