@@ -79,8 +79,8 @@ pub struct Plan {
     lost_at_step: Option<u64>,
     /// The step at which another center is left far behind.
     far_behind_at_step: Option<u64>,
-    /// A center restarted far behind, and the journal's length then: no crashes until it has
-    /// finalized that far.
+    /// A center restarted far behind, and the journal's length then: no other fault until it
+    /// has finalized that far.
     pub catching_up: Option<(usize, u64)>,
 }
 

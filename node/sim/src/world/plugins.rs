@@ -1,8 +1,10 @@
 //! The plugins' outside world ([`SimPlugins`](crate::SimPlugins), e.g. a chain simulator): it
 //! executes the effects a live owner's center hands out, and its results come back as plugin
-//! commands through the sequencer, submitted again until journaled (the inbound topic is
-//! durable) — except answers to effects executed by a center that has crashed since: those die
-//! with it. Owner proposals, which the centers' own failure detectors make, travel the same way.
+//! commands through the sequencer, submitted again until journaled — but not while a copy
+//! still waits in the sequencer's inbound queue (the inbound topic is durable; only a crash of
+//! the sequencer loses what it had not sequenced), or resubmissions outgrow what the sequencer
+//! takes and the queue grows for ever — except answers to effects executed by a center that has
+//! crashed since: those die with it. Owner proposals, which the centers' own failure detectors make, travel the same way.
 //! At the end every center's whole plugin state must be identical, and
 //! [`SimPlugins::check_end`](crate::SimPlugins::check_end) checks the outside world (collection:
 //! every deposit swept exactly once, no sweep broadcast twice).
@@ -21,6 +23,8 @@ pub struct PluginResult {
     /// The center that executed the effect this answers (or proposed it): it dies with it.
     pub executed_by: Option<usize>,
     next_send_us: u64,
+    /// A copy waits in the sequencer's inbound queue.
+    pub queued: bool,
 }
 
 impl World {
@@ -65,7 +69,12 @@ impl World {
         let up = (0..self.centers.len()).find(|&c| self.centers[c].is_up()).unwrap_or(0);
         let origin = CenterId::from_index(executed_by.unwrap_or(up));
         let command = Command { origin, bmi, payload };
-        self.plugin_pending.push(PluginResult { command, executed_by, next_send_us: self.now_us });
+        self.plugin_pending.push(PluginResult {
+            command,
+            executed_by,
+            next_send_us: self.now_us,
+            queued: false,
+        });
     }
 
     fn send_plugin_pending(&mut self) {
@@ -73,8 +82,9 @@ impl World {
             return;
         }
         for r in &mut self.plugin_pending {
-            if r.next_send_us <= self.now_us {
+            if !r.queued && r.next_send_us <= self.now_us {
                 r.next_send_us = self.now_us + PLUGIN_RESEND_US;
+                r.queued = true;
                 self.sequencer.inbound.push_back(Inbound::Plugin(r.command.clone()));
             }
         }

@@ -58,8 +58,12 @@ impl World {
     pub(super) fn crash_sequencer(&mut self) {
         let s = &mut self.sequencer;
         s.leader = None;
-        // Commands not yet durable are lost; their clients retry after a timeout.
+        // Commands not yet durable are lost; their clients retry after a timeout, plugin results
+        // are sent again.
         s.inbound.clear();
+        for r in &mut self.plugin_pending {
+            r.queued = false;
+        }
         s.down_until_us = self.now_us + self.prng.range(SEQUENCER_DOWN_US.0, SEQUENCER_DOWN_US.1);
         self.faults.counts.sequencer_crashes += 1;
     }
