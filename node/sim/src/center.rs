@@ -94,6 +94,8 @@ pub struct Live {
     pub commits: Vec<Commit>,
     /// After a restart: the journal frames its catch-up reader still reads, `next..end`.
     pub catch_up: Option<(usize, usize)>,
+    /// The highest journal frame delivered to it (to count reorderings).
+    pub frame_max: Option<usize>,
 }
 
 pub struct SimCenter {

@@ -172,6 +172,9 @@ counters! {
         centers_lost: "centers lost",
         /// Centers restarted more than a tally window behind the others.
         far_behind: "far-behind restarts",
+        /// Journal messages delivered after a later frame reached the same center (the network
+        /// delivers any due message: reordering is constant, this counts what it did).
+        journal_reorders: "journal reorders",
         journal_drops: "journal drops",
         /// Copies made by duplication faults, delivered.
         journal_duplicates: "journal duplicates",

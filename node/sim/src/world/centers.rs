@@ -106,6 +106,7 @@ impl World {
             ack_paused_until_us: 0,
             commits: Vec::new(),
             catch_up: (first < published).then_some((first, published)),
+            frame_max: None,
         });
         self.pump(i)
     }
@@ -253,6 +254,10 @@ impl World {
             return Ok(());
         };
         if let Some(live) = self.centers[to].live.as_mut() {
+            if live.frame_max.is_some_and(|m| frame < m) {
+                self.faults.counts.journal_reorders += 1;
+            }
+            live.frame_max = live.frame_max.max(Some(frame));
             live.center.handle_entries(entries.into_iter().map(|e| (e, 0)), None, self.now_us);
         }
         self.pump(to)
