@@ -4,7 +4,7 @@
 # through scripts/infra-up.sh), then the loom model check of the lock-free gap buffer, then a
 # short run of the fuzz targets (scripts/fuzz.sh).
 #
-#   RTGS_SIM_SEEDS=N   simulator seeds run by `cargo test` (default: see node/core/src/sim)
+#   RTGS_SIM_SEEDS=N   simulator seeds run by `cargo test` (default: see node/sim/tests)
 #   RTGS_LOOM=0        skip the loom model check (it builds the core crate a second time)
 #   FUZZ_SECONDS=N     seconds per fuzz target (default 15); RTGS_FUZZ=0 skips fuzzing
 set -euo pipefail

@@ -43,8 +43,11 @@
 //! [`CenterConfig::reack_after_us`] while this center has committed it, the center asks its
 //! driver to publish its own committed acks from there again ([`Outputs::reack_from`]: an ack
 //! message the stream lost is lost for every finalizer) and reads the stream again from its
-//! resume position, as a restart would (an ack it missed comes back too). Acks are idempotent, so
-//! a false alarm (two centers down) costs a read and some messages.
+//! resume position, as a restart would (an ack it missed comes back too) — but not again before
+//! that re-read got back to where it began: a stream longer than the reader gets through in one
+//! stall period would otherwise be re-read from the start for ever, never reaching the acks
+//! published again at its end. Acks are idempotent, so a false alarm (two centers down) costs a
+//! read and some messages.
 //!
 //! # Gaps and lost tails
 //! A hole with later entries waiting longer than the gap timeout is pulled from the durable
@@ -330,6 +333,20 @@ pub struct Outputs {
 }
 
 impl Outputs {
+    /// Nothing asked (`checkpoint_due` aside: it is a flag, not a request to move anything; it
+    /// stays raised until the driver takes a checkpoint).
+    pub fn is_empty(&self) -> bool {
+        self.acks.is_empty()
+            && self.reack_from.is_none()
+            && self.ack_rewind.is_none()
+            && self.pulls.is_empty()
+            && self.commits.is_empty()
+            && self.notices.is_empty()
+            && self.effects.is_empty()
+            && self.commands.is_empty()
+            && self.alarms.is_empty()
+    }
+
     pub fn clear(&mut self) {
         self.acks.clear();
         self.reack_from = None;
@@ -596,8 +613,9 @@ impl Center {
         {
             self.reack_from = Some(unfinal);
             self.stats.reacks += 1;
-            let to = self.acks.resume_position();
-            self.rewind_acks(to);
+            if let Some(to) = self.acks.stall_rewind() {
+                self.rewind_acks(to);
+            }
         }
         if let Some(command) = self.owner.check(
             self.config.center,

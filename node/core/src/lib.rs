@@ -17,7 +17,6 @@
 //! * [`client`] — what engines tell their clients (final notices, refusals).
 //! * [`plugin`] — the contract plugins implement (deterministic, effects out, results in).
 //! * [`plugin_host`] — a center's plugins: routing, step digests, effect ownership, failover.
-//! * [`sim`] — the deterministic simulator (VOPR-style) that drives all of the above.
 //! * [`limits`] — every bound in one place; [`hash`], [`prng`] — deterministic helpers.
 
 pub mod center;
@@ -34,4 +33,3 @@ pub mod plugin_host;
 pub mod prng;
 pub mod replica;
 pub mod sequencer;
-pub mod sim;

@@ -266,7 +266,7 @@ impl CenterThread {
             self.center.poll_output(&mut self.out);
             let mut out = std::mem::take(&mut self.out);
             checkpoint_due |= std::mem::take(&mut out.checkpoint_due);
-            if is_empty(&out) {
+            if out.is_empty() {
                 self.out = out;
                 break;
             }
@@ -531,18 +531,6 @@ impl CenterThread {
             seq_resumed_from: self.seq_resumed_from,
         }
     }
-}
-
-fn is_empty(out: &Outputs) -> bool {
-    out.acks.is_empty()
-        && out.reack_from.is_none()
-        && out.ack_rewind.is_none()
-        && out.pulls.is_empty()
-        && out.commits.is_empty()
-        && out.notices.is_empty()
-        && out.effects.is_empty()
-        && out.commands.is_empty()
-        && out.alarms.is_empty()
 }
 
 #[cfg(test)]

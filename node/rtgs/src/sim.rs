@@ -5,7 +5,7 @@
 //! being run before the process ends, so a core assertion is replayable too.
 
 use clap::Args;
-use rtgs_core::sim::{self, SimConfig};
+use rtgs_sim::{self as sim, Faults, Recoveries, SimConfig};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -47,7 +47,7 @@ pub struct SimArgs {
 
 fn run_one(args: &SimArgs, config: &SimConfig) -> Result<sim::SimReport, sim::SimFailure> {
     if args.collection {
-        let world = rtgs_collection::sim_world::CollectionSim::new(
+        let world = sim::collection::CollectionSim::new(
             config.seed,
             args.collection_wallets,
             args.collection_relayers,
@@ -92,6 +92,7 @@ pub fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
         commands: args.commands,
         fault_level: args.fault_level,
         inject_bug: None,
+        guard_off: None,
     };
     let replay_template = replay_command(&args, u64::MAX);
     let default_hook = std::panic::take_hook();
@@ -119,14 +120,16 @@ pub fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
     }
 
     let started = Instant::now();
-    let (mut steps, mut crashes, mut finalized) = (0u64, 0u64, 0u64);
+    let (mut steps, mut finalized) = (0u64, 0u64);
+    let (mut faults, mut recoveries) = (Faults::default(), Recoveries::default());
     for seed in args.from..args.from.saturating_add(args.seeds) {
         CURRENT_SEED.store(seed, Ordering::Relaxed);
         match run_one(&args, &config(seed)) {
             Ok(r) => {
                 steps += r.steps;
-                crashes += r.center_crashes + r.sequencer_crashes;
                 finalized += r.finalized;
+                faults.add(&r.faults);
+                recoveries.add(&r.recoveries);
             }
             Err(f) => {
                 eprintln!("{f}\nreplay with: {}", replay_command(&args, f.seed));
@@ -135,10 +138,12 @@ pub fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
         }
     }
     println!(
-        "{} seeds from {} passed in {:.1} s: {steps} steps, {crashes} crashes, {finalized} seqs finalized",
+        "{} seeds from {} passed in {:.1} s: {steps} steps, {finalized} seqs finalized; {} faults \
+         injected: {faults}; recoveries: {recoveries}",
         args.seeds,
         args.from,
-        started.elapsed().as_secs_f64()
+        started.elapsed().as_secs_f64(),
+        faults.total()
     );
     Ok(ExitCode::SUCCESS)
 }

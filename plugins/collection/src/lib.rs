@@ -29,8 +29,6 @@
 //! * [`adapter`] — [`adapter::NodeAdapter`]: a [`ChainAdapter`] as the node's `EffectAdapter`
 //!   (result `bmi`s derived from effect ids, the chain's clock scaled against the journal's);
 //!   [`adapter::Workload`]: deposits and relayers for demos and the simulator.
-//! * [`sim_world`] — [`sim_world::CollectionSim`]: the plugin's world in the core's
-//!   deterministic simulator, with the end checks (identical state, no sweep broadcast twice).
 //! * [`limits`] — every bound of the crate in one place.
 //!
 //! **Architecture Invariant**: nothing here reads a clock or does I/O; "now" is the entry's
@@ -61,7 +59,6 @@ mod pending;
 pub mod plugin;
 mod schedule;
 pub mod settings;
-pub mod sim_world;
 pub mod state;
 mod sweep;
 pub mod types;

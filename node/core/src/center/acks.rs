@@ -15,11 +15,19 @@ pub(super) struct AckBook {
     dropped: Option<(u64, Seq)>,
     /// `(oldest unfinal seq, since when)`: how long finality has stood still.
     stall: (Seq, u64),
+    /// Where reading had got to when finality standing still last read the stream again.
+    stall_rewound_at: Option<u64>,
 }
 
 impl AckBook {
     pub fn new(next: u64, now_us: u64, seq_unfinal_first: Seq) -> Self {
-        AckBook { open: VecDeque::new(), next, dropped: None, stall: (seq_unfinal_first, now_us) }
+        AckBook {
+            open: VecDeque::new(),
+            next,
+            dropped: None,
+            stall: (seq_unfinal_first, now_us),
+            stall_rewound_at: None,
+        }
     }
 
     /// A message read at `position` whose acks go up to `seq_max`.
@@ -82,5 +90,17 @@ impl AckBook {
 
     pub fn stalled_since(&self) -> u64 {
         self.stall.1
+    }
+
+    /// Finality stood still: where to read the stream again from — unless the last such
+    /// re-read has not yet got back to where it began. Otherwise a stream that takes longer to
+    /// read again than the stall timer is never read to its end, where the acks published again
+    /// are: finality would stand still for good (found by the simulator).
+    pub fn stall_rewind(&mut self) -> Option<u64> {
+        if self.stall_rewound_at.is_some_and(|at| self.next < at) {
+            return None;
+        }
+        self.stall_rewound_at = Some(self.next);
+        Some(self.resume_position())
     }
 }

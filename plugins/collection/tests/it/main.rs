@@ -1,5 +1,6 @@
 //! Integration tests of the collection plugin: rules one by one, faults against the chain
-//! simulator, the journal (end to end, replay, failover), properties, and a measurement.
+//! simulator, the journal (end to end, replay, failover), properties, and a measurement. (The
+//! plugin in the deterministic cluster simulator is tested by `rtgs-sim`.)
 
 mod failover;
 mod faults;
@@ -7,6 +8,5 @@ mod journal;
 mod perf;
 mod props;
 mod rules;
-mod sim;
 mod support;
 mod time;

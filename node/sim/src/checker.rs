@@ -1,12 +1,13 @@
 //! The invariants. Each check returns `Err(message)` on the first violation; the world turns it
-//! into a [`super::SimFailure`] carrying the seed and the step.
+//! into a [`crate::SimFailure`] carrying the seed and the step.
 
-use super::client::Clients;
-use crate::entry::{CenterId, Entry, Outcome, Payload, Seq};
-use crate::ledger::Ledger;
-use std::collections::BTreeMap;
+use crate::client::Clients;
+use rtgs_core::client::Notice;
+use rtgs_core::entry::{CenterId, Entry, Outcome, Payload, Seq};
+use rtgs_core::ledger::Ledger;
+use std::collections::{BTreeMap, BTreeSet};
 
-pub(super) struct Checker {
+pub struct Checker {
     quorum: usize,
     /// Per seq (index `seq - 1`): the `(outcome, state hash)` of its first apply anywhere.
     applied: Vec<(Outcome, u64)>,
@@ -15,6 +16,8 @@ pub(super) struct Checker {
     /// How much of the journal the incremental check has covered.
     journal_checked: usize,
     journal_bmis: BTreeMap<Vec<u8>, Seq>,
+    /// Every `bmi` an origin center announced final.
+    announced: BTreeSet<Vec<u8>>,
 }
 
 impl Checker {
@@ -25,6 +28,7 @@ impl Checker {
             finals: BTreeMap::new(),
             journal_checked: 0,
             journal_bmis: BTreeMap::new(),
+            announced: BTreeSet::new(),
         }
     }
 
@@ -71,25 +75,26 @@ impl Checker {
         }
     }
 
-    /// A finality event from the finalizer of `finalizer`: it matches what was applied, a
-    /// quorum of centers has durably applied the seq, and every finalizer agrees.
-    /// `durable_seq_applied[c]` is center `c`'s durable watermark.
+    /// A seq the finalizer of `finalizer` declared final (as `outcome`, when its tally still
+    /// tells): it matches what was applied, a quorum of centers has durably applied the seq,
+    /// and every finalizer agrees. `durable_seq_applied[c]` is center `c`'s committed watermark.
     pub fn on_final(
         &mut self,
         finalizer: CenterId,
         seq: Seq,
-        outcome: Outcome,
+        outcome: Option<Outcome>,
         durable_seq_applied: &[Seq],
     ) -> Result<(), String> {
-        match self.applied_outcome(seq) {
-            Some(applied) if applied == outcome => {}
-            applied => {
+        let outcome = match (self.applied_outcome(seq), outcome) {
+            (Some(applied), None) => applied,
+            (Some(applied), Some(outcome)) if applied == outcome => outcome,
+            (applied, outcome) => {
                 return Err(format!(
                     "finalizer of {finalizer} declared seq {seq} final as {outcome:?}, \
                      but it was applied as {applied:?}"
                 ))
             }
-        }
+        };
         let durable = durable_seq_applied.iter().filter(|&&s| s >= seq).count();
         if durable < self.quorum {
             return Err(format!(
@@ -175,17 +180,58 @@ impl Checker {
         }
     }
 
-    /// Conservation: Σ balances = Σ funded, per currency and in total.
+    /// Conservation: Σ balances + Σ holds = Σ funded, per currency and in total.
     pub fn check_ledger(center: CenterId, ledger: &Ledger) -> Result<(), String> {
         ledger.check_conservation().map_err(|e| format!("{center} at seq {}: {e}", ledger.seq_applied()))?;
-        if ledger.balance_total_minor() != ledger.funded_total_minor() {
+        if ledger.balance_total_minor() + ledger.held_total_minor() != ledger.funded_total_minor() {
             return Err(format!(
-                "{center} at seq {}: balances {} != funded {}",
+                "{center} at seq {}: balances {} + holds {} != funded {}",
                 ledger.seq_applied(),
                 ledger.balance_total_minor(),
+                ledger.held_total_minor(),
                 ledger.funded_total_minor()
             ));
         }
         Ok(())
+    }
+
+    /// What a center applied is what was sequenced (nothing corrupt got in on the way).
+    pub fn check_entry_applied(center: CenterId, applied: &Entry, journal: &[Entry]) -> Result<(), String> {
+        let sequenced = applied.seq.checked_sub(1).and_then(|i| journal.get(usize::try_from(i).ok()?));
+        match sequenced {
+            Some(s) if s == applied => Ok(()),
+            s => Err(format!("{center} applied seq {} as {applied:?}, the journal holds {s:?}", applied.seq)),
+        }
+    }
+
+    /// A final status announced: by the entry's origin, for its `bmi`, with the outcome it was
+    /// applied with, once it is final.
+    pub fn on_notice(&mut self, n: &Notice, journal: &[Entry]) -> Result<(), String> {
+        let entry = n.seq.checked_sub(1).and_then(|i| journal.get(usize::try_from(i).ok()?));
+        let Some(entry) = entry else {
+            return Err(format!("{} announced seq {}, beyond the journal", n.center, n.seq));
+        };
+        if entry.origin != n.center || entry.bmi != n.bmi {
+            return Err(format!(
+                "{} announced seq {} as bmi {}: its origin is {}, its bmi {}",
+                n.center, n.seq, n.bmi, entry.origin, entry.bmi
+            ));
+        }
+        if self.applied_outcome(n.seq) != Some(n.outcome) || !self.finals.contains_key(&n.seq) {
+            return Err(format!(
+                "{} announced seq {} as {:?}: applied as {:?}, final: {}",
+                n.center,
+                n.seq,
+                n.outcome,
+                self.applied_outcome(n.seq),
+                self.finals.contains_key(&n.seq)
+            ));
+        }
+        self.announced.insert(n.bmi.as_bytes().to_vec());
+        Ok(())
+    }
+
+    pub fn announced(&self, bmi: &[u8]) -> bool {
+        self.announced.contains(bmi)
     }
 }

@@ -1,19 +1,19 @@
-//! Messages in flight between the simulated processes.
+//! Journal messages in flight to the centers: published frames, catch-up reads and pulls.
 //!
 //! The network delivers in random order (reordering for free); the world decides per delivery
-//! whether to drop, delay or duplicate it. A message carries the time before which it cannot be
-//! delivered (delays, back-pressure).
+//! whether to drop, delay, duplicate or corrupt it. A message carries the time before which it
+//! cannot be delivered, and the frame's index in the journal — the message's offset, which is
+//! not in its bytes, so a corrupt frame can be read again from the durable journal.
 
-use crate::entry::{CenterId, Entry};
-use crate::ledger::Applied;
-use crate::prng::Prng;
+use rtgs_core::prng::Prng;
 
 #[derive(Clone, Debug)]
-pub(super) enum Message {
-    /// A journal entry for the center at index `to` (published, replayed or pulled).
-    Journal { to: usize, entry: Entry },
-    /// `from`'s applied-ack for the finalizer of the center at index `to`.
-    Ack { from: CenterId, to: usize, ack: Applied },
+pub struct Message {
+    /// The center at this index.
+    pub to: usize,
+    /// The frame's index in the durable journal.
+    pub frame: usize,
+    pub bytes: Vec<u8>,
 }
 
 struct InFlight {
@@ -23,7 +23,7 @@ struct InFlight {
 }
 
 /// What [`Network::take`] found.
-pub(super) enum Take {
+pub enum Take {
     Empty,
     /// Nothing is due yet; the earliest message is due at `due_us`.
     NotDue {
@@ -37,7 +37,7 @@ pub(super) enum Take {
 }
 
 #[derive(Default)]
-pub(super) struct Network {
+pub struct Network {
     in_flight: Vec<InFlight>,
 }
 

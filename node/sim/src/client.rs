@@ -7,13 +7,13 @@
 //! answered `Duplicate(original seq)`, and a reuse of its `bmi` with other content
 //! `Conflict(original seq)` — and must never be journaled.
 
-use crate::entry::{AccountId, Bmi, CenterId, Command, Currency, Entry, Payload, Seq, Transfer};
-use crate::prng::Prng;
-use crate::sequencer::Admission;
+use rtgs_core::entry::{AccountId, Bmi, CenterId, Command, Currency, Entry, Payload, Seq, Transfer};
+use rtgs_core::prng::Prng;
+use rtgs_core::sequencer::Admission;
 use std::collections::BTreeMap;
 
 /// How long a client waits for an admission before it submits the same command again.
-pub(super) const RETRY_TIMEOUT_US: u64 = 40_000;
+pub const RETRY_TIMEOUT_US: u64 = 40_000;
 
 /// Keeps the workload stream apart from the scheduling stream: the same seed gives the same
 /// workload at every fault level.
@@ -34,7 +34,7 @@ struct Item {
 
 /// Why a client sends a command.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub(super) enum Intent {
+pub enum Intent {
     /// The command itself: a first try or a retry after a timeout.
     Original,
     /// Same `bmi`, same content as an admitted command: must be `Duplicate(its seq)`.
@@ -45,13 +45,13 @@ pub(super) enum Intent {
 
 /// One command on its way to the sequencer.
 #[derive(Clone, Debug)]
-pub(super) struct Submission {
+pub struct Submission {
     pub item: usize,
     pub intent: Intent,
     pub command: Command,
 }
 
-pub(super) struct Clients {
+pub struct Clients {
     items: Vec<Item>,
     by_bmi: BTreeMap<Vec<u8>, usize>,
     unsent_next: usize,

@@ -1,7 +1,9 @@
-//! The collection plugin in the deterministic simulator ([`rtgs_core::sim::run_with_plugins`]):
-//! a chain simulator behind the [`NodeAdapter`], a [`Workload`] of deposits, relayers
-//! registered at the start and `RunNow` every [`RUN_EVERY_US`] until the chain shows every
-//! deposit swept, and the end-of-run checks.
+//! The collection plugin's outside world in the simulator ([`crate::run_with_plugins`], `rtgs sim
+//! --collection`): a chain simulator behind the [`NodeAdapter`], a [`Workload`] of deposits,
+//! relayers registered at the start and `RunNow` every [`RUN_EVERY_US`] until the chain shows
+//! every deposit swept, and the end-of-run checks. One chain for the whole cluster (a real
+//! deployment points every center at the same chain RPC), so "no sweep broadcast twice" holds
+//! across owner failovers.
 //!
 //! **End checks** (on a converged center's plugin): every deposit on chain is COLLECTED, every
 //! batch CONFIRMED; the treasury holds exactly the deposits; one mined sweep per batch; and no
@@ -10,17 +12,17 @@
 
 use std::collections::BTreeSet;
 
+use rtgs_collection::adapter::{NodeAdapter, Workload};
+use rtgs_collection::chain_sim::{ChainConfig, ChainSim};
+use rtgs_collection::command::CollectionCommand;
+use rtgs_collection::state::{BatchStatus, RowStatus};
+use rtgs_collection::types::ChainId;
+use rtgs_collection::CollectionPlugin;
 use rtgs_core::entry::{Bmi, PluginCommand, PluginKind};
 use rtgs_core::plugin::{Effect, EffectAdapter, HostedPlugin, Plugin};
 use rtgs_core::plugin_host::PluginHost;
-use rtgs_core::sim::SimPlugins;
 
-use crate::adapter::{NodeAdapter, Workload};
-use crate::chain_sim::{ChainConfig, ChainSim};
-use crate::command::CollectionCommand;
-use crate::state::{BatchStatus, RowStatus};
-use crate::types::ChainId;
-use crate::CollectionPlugin;
+use crate::SimPlugins;
 
 /// Simulator µs between two `RunNow`s while deposits wait (20 chain seconds at the scale).
 pub const RUN_EVERY_US: u64 = 20_000;
