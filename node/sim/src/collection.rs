@@ -81,7 +81,8 @@ impl EffectAdapter for CollectionSim {
 
 impl SimPlugins for CollectionSim {
     fn make(&self) -> Vec<Box<dyn HostedPlugin>> {
-        vec![Box::new(CollectionPlugin::new())]
+        // The set is named in rtgs-plugins, as for every engine; this world is its outside world.
+        rtgs_plugins::PluginsConfig::collection(rtgs_plugins::CollectionConfig::default()).hosted()
     }
 
     fn answers(&self, command: &PluginCommand) -> Option<u64> {
