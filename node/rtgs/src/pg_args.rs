@@ -23,14 +23,6 @@ impl PgArgs {
         rtgs_pg::pool(&self.pg_host, self.pg_port, &self.pg_user, &self.pg_password, dbname, size)
     }
 
-    /// A `tokio_postgres::connect` string for database `dbname`.
-    pub fn conn_string(&self, dbname: &str) -> String {
-        format!(
-            "host={} port={} user={} password={} dbname={dbname}",
-            self.pg_host, self.pg_port, self.pg_user, self.pg_password
-        )
-    }
-
     /// `host:port`, for messages (never the password).
     pub fn server(&self) -> String {
         format!("{}:{}", self.pg_host, self.pg_port)

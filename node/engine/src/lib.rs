@@ -26,6 +26,7 @@ pub mod api;
 pub mod center;
 pub mod finality;
 pub mod metrics;
+pub mod pg_args;
 pub mod plugins;
 pub mod sequencer;
 
