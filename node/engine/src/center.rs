@@ -1,595 +1,492 @@
-//! One center's apply path: journal → gap buffer → ledger → PostgreSQL → applied-acks.
+//! One data center of the production engine: the core's [`Center`] and the tasks that move its
+//! bytes and its time. **The `Center` decides; these tasks do not.** What to apply, when a hole
+//! or a lost tail is pulled, when acks go out (only after their commit), what happens to acks
+//! beyond the tally window (dropped, read again), when finality that stands still asks for acks
+//! again, which notices are due, when the plugins go live, who proposes itself as a plugin's
+//! owner: all of it is `rtgs_core::center`, and the simulator runs the very same code.
 //!
-//! The reader task consumes the journal from the offset after its watermark, drops seqs already
-//! applied (republished batches), reorders through the core's gap buffer and applies the
-//! contiguous run to the ledger. A lost tail (nothing after it to reveal the hole) is found
-//! through the acks of the other centers. A gap that outlives `GAP_TIMEOUT_US` (core limits) is pulled back from the
-//! sequencer's outbox (never skipped) and counted. Applied runs go, cut at message boundaries,
-//! over a bounded queue to the committer task, which writes each in one transaction (with the
-//! finality progress the finality task reached) and only then publishes the acks.
+//! # Tasks
+//! * the **center task** ([`Driver`]) owns the `Center`: it feeds it what arrived — journal
+//!   messages with their offsets, every center's ack messages with theirs, the committer's and
+//!   the publisher's answers, the passing of time — and carries out what it asks
+//!   (`Outputs`): commits to the committer, acks / re-ack requests / notices / owner proposals to
+//!   the publisher, ack rewinds to the ack reader, gap pulls (read from the sequencer's outbox
+//!   right here), effects to the plugins' adapters.
+//! * [`journal`] — reads the journal topic from the resume position and decodes it.
+//! * [`acks`] — reads the applied-acks topic from the resume position, decodes it, and seeks
+//!   back when the `Center` asks to read acks again.
+//! * [`committer`] — one PostgreSQL transaction per commit (what queued up behind a running one
+//!   merged), then tells the center task how far it is durable.
+//! * [`publisher`] — the center's messages to the broker, each repeated until confirmed.
 //!
-//! With plugins (`--collection`, see [`super::plugins`]) the reader also applies every entry to
-//! the plugin host, folds its step digests into the ledger hash, and hands the plugin state to
-//! the committer with each batch, which writes it in the batch's transaction.
-//!
-//! At start the committed-but-unfinal acks are published again: an ack lost in a crash between
-//! commit and publish is not lost for the finalizers.
+//! Answers come back through `watch` channels (a position that only grows), never through a
+//! bounded queue the center task also feeds: no cycle of full queues can stall the node.
 
-use super::finality::{Handover, Shared, Start};
-use super::plugins::{JobPlugins, ReaderPlugins};
-use super::{now_us, retry_pg, Node};
-use anyhow::Context;
-use rdkafka::producer::{FutureProducer, FutureRecord};
+mod acks;
+mod committer;
+mod journal;
+mod publisher;
+
+use crate::broker::Broker;
+use crate::clock::{wall_us, Clock};
+use crate::error::{EngineError, Invariant};
+use crate::limits::{
+    ACK_QUEUE_BATCHES, COMMIT_QUEUE_COMMITS, JOURNAL_QUEUE_BATCHES, PUBLISH_QUEUE_ITEMS, TIMELINE_RUNS_MAX,
+};
+use crate::metrics::{Metrics, Timeline};
+use crate::pg::PgRetry;
+use crate::plugins::{Router, StoredPlugins};
+use crate::status::{lock, CenterView, CommitStats, PublishStats};
+use crate::Task;
+use rtgs_core::center::{Awaiting, Center, CenterConfig, Commit, Outputs, Pull, Restore};
 use rtgs_core::codec;
-use rtgs_core::entry::{Bmi, Currency, Entry, Seq};
-use rtgs_core::gap_buffer::{gap_buffer, GapConsumer, GapProducer, Insert};
-use rtgs_core::ledger::{Account, Applied, Ledger};
-use rtgs_core::limits::{GAP_BUFFER_SLOTS, SEQUENCER_BATCH_ENTRIES_MAX};
-use rtgs_core::plugin::Effect;
-use rtgs_core::plugin_host::PluginHost;
-use rtgs_kafka::wire;
-use rtgs_pg::center_store::{BatchCommit, CenterStore};
+use rtgs_core::entry::{CenterId, Entry, Outcome, Seq};
+use rtgs_core::finalizer::{Finalizer, SeqStatus};
+use rtgs_core::limits::FINALIZER_WINDOW_SEQS;
+use rtgs_pg::center_store::CenterStore;
 use rtgs_pg::sequencer_store::SequencerStore;
-use rtgs_pg::StoreError;
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
-/// Applied batches waiting for their commit (bounded: back-pressure on the reader).
-const COMMIT_QUEUE_BATCHES: usize = 32;
-/// Queued batches are merged into one commit up to about this many entries (a catching-up
-/// center writes each changed balance once per commit, not once per batch).
-const MERGED_COMMIT_ENTRIES_MAX: usize = 131_072;
-/// Cut a commit batch at this many entries (whole journal messages).
-const COMMIT_BATCH_ENTRIES: usize = SEQUENCER_BATCH_ENTRIES_MAX;
-/// A journal quiet for this long while another center acked seqs not applied here means a lost
-/// tail: those seqs are pulled from the outbox.
-const TAIL_TIMEOUT: Duration = Duration::from_micros(rtgs_core::limits::GAP_TIMEOUT_US);
-/// Commit finality progress alone when no entry arrives for this long.
-const IDLE_COMMIT: Duration = Duration::from_millis(50);
+use acks::AckBatch;
+pub use acks::Rewind;
+use committer::CommitJob;
+use journal::JournalMessage;
+use publisher::Outgoing;
 
-/// An applied run, ready to commit.
-pub struct Job {
-    entries: Vec<Entry>,
-    applied: Vec<Applied>,
-    changed: Vec<Account>,
-    holds: Vec<(rtgs_core::ledger::HoldKey, Option<rtgs_core::ledger::Hold>)>,
-    funded: Vec<(Currency, u64)>,
-    journal_offset: i64,
-    /// The plugin state to store with the batch (plugins enabled only).
-    plugins: JobPlugins,
+/// Fault injection for the drills (off in production).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Faults {
+    /// Drop one in N journal messages as if lost in transit: gap pulls must recover them.
+    pub drop_journal_one_in: u64,
+    /// Do not publish one in N of this center's ack messages: re-acks must recover them.
+    pub drop_acks_one_in: u64,
 }
 
-impl Job {
-    fn empty(journal_offset: i64) -> Job {
-        Job {
-            entries: Vec::new(),
-            applied: Vec::new(),
-            changed: Vec::new(),
-            holds: Vec::new(),
-            funded: Vec::new(),
-            journal_offset,
-            plugins: JobPlugins::None,
-        }
-    }
-
-    /// Appends the next job (its balances are newer: they win).
-    fn merge(&mut self, next: Job) {
-        self.entries.extend(next.entries);
-        self.applied.extend(next.applied);
-        self.journal_offset = next.journal_offset;
-        self.plugins.merge(next.plugins);
-        // Holds: the later state of a key wins (kept in order; the store writes the last).
-        self.holds.extend(next.holds);
-        self.holds.reverse();
-        let mut seen = std::collections::HashSet::new();
-        self.holds.retain(|(k, _)| seen.insert(*k));
-        self.holds.reverse();
-        let mut changed = std::mem::take(&mut self.changed);
-        changed.extend(next.changed);
-        // Stable sort by id, then keep the last (newest) of each id.
-        changed.sort_by_key(|a| a.id);
-        let mut merged: Vec<Account> = Vec::with_capacity(changed.len());
-        for a in changed {
-            match merged.last_mut() {
-                Some(last) if last.id == a.id => *last = a,
-                _ => merged.push(a),
-            }
-        }
-        self.changed = merged;
-        for (currency, total) in next.funded {
-            match self.funded.iter_mut().find(|(c, _)| *c == currency) {
-                Some(f) => f.1 = total,
-                None => self.funded.push((currency, total)),
-            }
-        }
-    }
+/// What the center's tasks are given.
+pub struct CenterInputs {
+    pub name: String,
+    pub center: CenterId,
+    pub center_count: usize,
+    /// The plugin owner failure detector's silence (the `Center`'s setting).
+    pub owner_silence: Duration,
+    pub broker: Broker,
+    pub faults: Faults,
+    pub store: CenterStore,
+    /// The sequencer's outbox: gap pulls read it.
+    pub outbox: SequencerStore,
+    pub retry: PgRetry,
+    pub plugins: Option<Router>,
+    /// Every committed entry, in seq order, for the API's read model.
+    pub feed: Option<mpsc::Sender<Vec<Entry>>>,
+    /// Every seq up to here is final (the API's read model applies up to it).
+    pub final_through: Arc<AtomicU64>,
+    pub view: Arc<Mutex<CenterView>>,
+    pub commit_stats: Arc<CommitStats>,
+    pub publish_stats: Arc<PublishStats>,
+    pub metrics: Arc<Metrics>,
+    pub clock: Clock,
 }
 
-/// What this center's origin entries need for a notice once final: seq, bmi, own outcome.
-pub type NoticeItem = (Applied, Bmi);
-
-type Task = Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send>>;
-
-pub struct Center {
-    start: Start,
-    tasks: Vec<Task>,
+/// The center restored from its database, its tasks ready to run.
+pub struct Started {
+    pub tasks: Vec<Task>,
+    /// The ledger as stored (the API's read model starts from it).
+    pub ledger: rtgs_core::ledger::Ledger,
 }
 
-impl Center {
-    pub async fn start(
-        node: &Arc<Node>,
-        center_pool: deadpool_postgres::Pool,
-        seq_pool: deadpool_postgres::Pool,
-        shared: Arc<Shared>,
-        notice_tx: mpsc::Sender<Handover>,
-        plugins: Option<(PluginHost, mpsc::Sender<Vec<Effect>>)>,
-    ) -> anyhow::Result<Center> {
-        let store = Arc::new(CenterStore::new(center_pool));
-        let stored = retry_pg(node, "load center state", || store.load()).await?;
-        let mut ledger = stored.ledger;
-        ledger.track_changes(true);
-        let seq_applied = ledger.seq_applied();
-        node.stats.seq_applied.store(seq_applied, Ordering::Relaxed);
-        node.stats.seq_committed.store(seq_applied, Ordering::Relaxed);
-        node.stats.seq_unfinal_first.store(stored.seq_unfinal_first, Ordering::Relaxed);
-        eprintln!(
-            "{}: center resumes after seq {seq_applied} (journal offset {}), finality from seq {} (ack offset {})",
-            node.name, stored.journal_offset, stored.seq_unfinal_first, stored.ack_offset
-        );
-        let plugins = load_plugins(node, &store, seq_applied, plugins).await?;
-        shared.resume(stored.seq_unfinal_first, stored.ack_offset, stored.seq_notice_from);
-        let producer = rtgs_kafka::clients::producer(&node.bootstrap, &format!("{}-center", node.name))?;
-        // Acks committed but maybe never published, and the origin's notices still owed.
-        let from = stored.seq_unfinal_first.min(stored.seq_notice_from);
-        let since = retry_pg(node, "read unfinal entries", || store.applied_since(from)).await?;
-        let acks: Vec<Applied> =
-            since.iter().map(|(a, _, _)| *a).filter(|a| a.seq >= stored.seq_unfinal_first).collect();
-        for chunk in acks.chunks(COMMIT_BATCH_ENTRIES) {
-            publish_acks(node, &producer, chunk).await?;
-        }
-        let owed: Vec<NoticeItem> = since
-            .iter()
-            .filter(|(a, origin, bmi)| {
-                *origin == node.center && a.seq >= stored.seq_notice_from && !bmi.is_none()
-            })
-            .map(|(a, _, b)| (*a, *b))
-            .collect();
-        if !owed.is_empty() {
-            eprintln!("{}: {} notices owed from before the restart", node.name, owed.len());
-        }
-        notice_tx
-            .send(Handover { committed_through: seq_applied, owed })
-            .await
-            .context("finality task is gone")?;
-        let (job_tx, job_rx) = mpsc::channel(COMMIT_QUEUE_BATCHES);
-        let reader = Reader {
-            node: Arc::clone(node),
-            ledger,
-            journal_offset: stored.journal_offset,
-            seq_store: SequencerStore::new(seq_pool),
-            job_tx,
-            plugins,
-        };
-        let committer = Committer { node: Arc::clone(node), store, producer, shared, notice_tx };
-        Ok(Center {
-            start: Start {
-                seq_unfinal_first: stored.seq_unfinal_first,
-                ack_offset: stored.ack_offset,
-                committed_through: seq_applied,
-            },
-            tasks: vec![Box::pin(reader.run()), Box::pin(committer.run(job_rx))],
-        })
-    }
-
-    pub fn finality_start(&self) -> Start {
-        self.start
-    }
-
-    pub fn into_tasks(self) -> Vec<Task> {
-        self.tasks
-    }
-}
-
-/// The plugin host restored from `plugin_state`, checked against the ledger's watermark and
-/// against whether plugins are enabled (their step digests are in the state hash: a center that
-/// changed its mind would diverge at its next plugin entry, so it refuses to start instead).
-async fn load_plugins(
-    node: &Node,
-    store: &CenterStore,
-    seq_applied: Seq,
-    plugins: Option<(PluginHost, mpsc::Sender<Vec<Effect>>)>,
-) -> anyhow::Result<Option<ReaderPlugins>> {
-    let Some((mut host, effects_tx)) = plugins else {
-        let mut empty = PluginHost::empty(node.center);
-        return match load_plugin_rows(node, store, &mut empty).await {
-            Ok(None) => Ok(None),
-            Ok(Some(_)) | Err(StoreError::Corrupt(_)) => anyhow::bail!(
-                "{}: plugin state is stored in this center's database but plugins are not enabled; \
-                 start with --collection (RTGS_COLLECTION=true) like the other centers",
-                node.name
-            ),
-            Err(e) => Err(e).context("load plugin state"),
-        };
-    };
-    let stored =
-        load_plugin_rows(node, store, &mut host).await.context("the stored plugin state does not load")?;
-    match stored {
-        Some(at) if at != seq_applied => anyhow::bail!(
-            "{}: the stored plugin state is at seq {at} but the ledger at seq {seq_applied}; they are \
-             committed together, so the database was changed outside the node",
-            node.name
-        ),
-        None if seq_applied > 0 => anyhow::bail!(
-            "{}: plugins are enabled but this center applied {seq_applied} entries without them (no \
-             plugin state is stored); its state hash would diverge from centers that host them",
-            node.name
-        ),
-        _ => {}
-    }
+/// Restores the center from its database and builds its tasks (see the module docs).
+pub async fn start(i: CenterInputs) -> Result<Started, EngineError> {
+    let store = Arc::new(i.store);
+    let stored = i.retry.get("load center state", || store.load()).await?;
+    let seq_applied = stored.ledger.seq_applied();
     eprintln!(
-        "{}: plugins {:?} resume at seq {seq_applied} ({})",
-        node.name,
-        host.kinds().collect::<Vec<_>>(),
-        if stored.is_some() { "stored state" } else { "fresh" }
+        "{}: center resumes after seq {seq_applied} (journal offset {}), finality from seq {} (ack offset {})",
+        i.name, stored.journal_offset, stored.seq_unfinal_first, stored.ack_offset
     );
-    let plugins = ReaderPlugins::new(host, stored.is_some(), effects_tx);
-    plugins.publish_restored(node, seq_applied);
-    Ok(Some(plugins))
-}
-
-/// [`CenterStore::load_plugins`], retried while PostgreSQL does not answer.
-async fn load_plugin_rows(
-    node: &Node,
-    store: &CenterStore,
-    host: &mut PluginHost,
-) -> Result<Option<Seq>, StoreError> {
-    loop {
-        match store.load_plugins(host).await {
-            Err(e @ (StoreError::Pg(_) | StoreError::Pool(_))) => {
-                eprintln!("{}: load plugin state: {e}; retrying until PostgreSQL answers", node.name);
-                node.stats.pg_retries.fetch_add(1, Ordering::Relaxed);
-                tokio::time::sleep(super::RETRY_PAUSE).await;
-            }
-            other => return other,
-        }
-    }
-}
-
-async fn publish_acks(node: &Node, producer: &FutureProducer, acks: &[Applied]) -> anyhow::Result<()> {
-    let Some(body) = wire::encode_acks(node.center, acks) else {
-        anyhow::bail!("acks to publish are not contiguous (seq {:?})", acks.first().map(|a| a.seq));
+    let mut plugins = i.plugins;
+    let host = match plugins.as_mut() {
+        Some(router) => router.restore(&store, &i.retry, seq_applied).await?,
+        None => crate::plugins::refuse_stored(&i.name, i.center, &store, &i.retry).await?,
     };
-    let n = node.ack_messages.fetch_add(1, Ordering::Relaxed) + 1;
-    if node.fault_drop_acks_one_in > 0 && n.is_multiple_of(node.fault_drop_acks_one_in) {
-        return Ok(()); // drill: this ack message is "lost"; finality must recover by re-acking
+    // Own entries applied but not announced before the restart: their notices are owed.
+    let owed = i.retry.get("read owed notices", || store.applied_since(stored.seq_notice_from)).await?;
+    let awaiting: Vec<Awaiting> = owed
+        .into_iter()
+        .filter(|(_, origin, bmi)| *origin == i.center && !bmi.is_none())
+        .map(|(a, _, bmi)| Awaiting { seq: a.seq, bmi, outcome: a.outcome, submitted_at_us: 0 })
+        .collect();
+    if !awaiting.is_empty() {
+        eprintln!("{}: {} notices owed from before the restart", i.name, awaiting.len());
     }
-    loop {
-        let record = FutureRecord::<(), _>::to(&node.topics.applied).payload(&body);
-        match producer.send(record, Duration::from_secs(5)).await {
-            Ok(_) => return Ok(()),
-            Err((e, _)) => {
-                eprintln!("{}: publishing acks: {e}; again", node.name);
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
+    let ledger = stored.ledger.clone();
+    let (journal_next, ack_next) = (stored.journal_next(), stored.ack_next());
+    let config = CenterConfig {
+        commit_rows: true,
+        owner_silence_us: u64::try_from(i.owner_silence.as_micros()).unwrap_or(u64::MAX),
+        ..CenterConfig::new(i.center, i.center_count)
+    };
+    let restore = Restore {
+        finalizer: Finalizer::with_window(i.center_count, FINALIZER_WINDOW_SEQS, stored.seq_unfinal_first),
+        ledger: stored.ledger,
+        host,
+        awaiting,
+        journal_next: Some(journal_next),
+        ack_next,
+        catch_up_seq: None,
+    };
+    let journal_consumer = i.broker.assigned_consumer(
+        &format!("ledger-{}", i.name),
+        &format!("{}-ledger", i.name),
+        &i.broker.topics.journal,
+        stored.journal_offset + 1,
+    )?;
+    let journal_end = journal::end(&journal_consumer, &i.broker.topics.journal);
+    let mut center = Center::new(config, restore, i.clock.now_us());
+    match journal_end {
+        // The plugins go live once the center has read the journal as far as it went now.
+        Ok(end) => center.handle_journal_end(end, i.clock.now_us()),
+        Err(e) => eprintln!("{}: journal end unknown ({e}): plugins go live when it is quiet", i.name),
     }
+    let (journal_tx, journal_rx) = mpsc::channel(JOURNAL_QUEUE_BATCHES);
+    let (acks_tx, acks_rx) = mpsc::channel(ACK_QUEUE_BATCHES);
+    let (commit_tx, commit_rx) = mpsc::channel(COMMIT_QUEUE_COMMITS);
+    let (publish_tx, publish_rx) = mpsc::channel(PUBLISH_QUEUE_ITEMS);
+    let (committed_tx, committed_rx) = watch::channel(seq_applied);
+    let (announced_tx, announced_rx) = watch::channel(0);
+    let (rewind_tx, rewind_rx) = watch::channel(Rewind { generation: 0, position: ack_next });
+    let reader = journal::Reader {
+        name: i.name.clone(),
+        consumer: journal_consumer,
+        faults: i.faults,
+        tx: journal_tx,
+    };
+    let ack_reader = acks::Reader::new(&i.name, &i.broker, ack_next, rewind_rx, acks_tx)?;
+    // Everything applied is committed (the watermark is the stored one).
+    i.commit_stats.seq_committed.store(seq_applied, Ordering::Relaxed);
+    let committer = committer::Committer {
+        name: i.name.clone(),
+        store: Arc::clone(&store),
+        retry: i.retry.clone(),
+        rx: commit_rx,
+        committed: committed_tx,
+        feed: i.feed,
+        stats: i.commit_stats,
+        metrics: Arc::clone(&i.metrics),
+    };
+    let publisher = publisher::Publisher {
+        name: i.name.clone(),
+        center: i.center,
+        producer: i.broker.producer(&format!("{}-center", i.name))?,
+        broker: i.broker,
+        store,
+        retry: i.retry.clone(),
+        faults: i.faults,
+        ack_messages: 0,
+        rx: publish_rx,
+        announced: announced_tx,
+        stats: i.publish_stats,
+    };
+    let driver = Driver {
+        name: i.name,
+        center,
+        clock: i.clock,
+        out: Outputs::default(),
+        journal: journal_rx,
+        acks: acks_rx,
+        journal_turn: true,
+        committed: committed_rx,
+        announced: announced_rx,
+        rewind: rewind_tx,
+        ack_generation: 0,
+        commits: commit_tx,
+        publish: publish_tx,
+        outbox: i.outbox,
+        retry: i.retry,
+        plugins,
+        timeline: Timeline::with_capacity(TIMELINE_RUNS_MAX),
+        metrics: i.metrics,
+        local: CenterView::default(),
+        view: i.view,
+        final_through: i.final_through,
+        halted_reported: false,
+    };
+    let tasks: Vec<Task> = vec![
+        Box::pin(driver.run()),
+        Box::pin(reader.run()),
+        Box::pin(ack_reader.run()),
+        Box::pin(committer.run()),
+        Box::pin(publisher.run()),
+    ];
+    Ok(Started { tasks, ledger })
 }
 
-struct Reader {
-    node: Arc<Node>,
-    ledger: Ledger,
-    /// Offset of the last journal message whose entries are all applied.
-    journal_offset: i64,
-    seq_store: SequencerStore,
-    job_tx: mpsc::Sender<Job>,
-    plugins: Option<ReaderPlugins>,
+/// The center task (see the module docs).
+struct Driver {
+    name: String,
+    center: Center,
+    clock: Clock,
+    /// Caller-owned outputs, reused.
+    out: Outputs,
+    journal: mpsc::Receiver<Vec<JournalMessage>>,
+    acks: mpsc::Receiver<AckBatch>,
+    /// Journal and acks take turns when both are ready (neither starves the other).
+    journal_turn: bool,
+    /// The committer's answer: durable through this seq.
+    committed: watch::Receiver<Seq>,
+    /// The publisher's answer: notices confirmed through this seq.
+    announced: watch::Receiver<Seq>,
+    /// To the ack reader: read again from a position.
+    rewind: watch::Sender<Rewind>,
+    /// Ack batches of an older generation were read before a rewind: dropped.
+    ack_generation: u64,
+    commits: mpsc::Sender<CommitJob>,
+    publish: mpsc::Sender<Outgoing>,
+    outbox: SequencerStore,
+    retry: PgRetry,
+    plugins: Option<Router>,
+    timeline: Timeline,
+    metrics: Arc<Metrics>,
+    /// What this task shows, kept here and copied to `view` after every round.
+    local: CenterView,
+    view: Arc<Mutex<CenterView>>,
+    final_through: Arc<AtomicU64>,
+    halted_reported: bool,
 }
 
-impl Reader {
-    async fn run(mut self) -> anyhow::Result<()> {
-        let node = Arc::clone(&self.node);
-        let consumer = node.assigned_consumer("ledger", &node.topics.journal, self.journal_offset + 1)?;
-        if let Some(p) = self.plugins.as_mut() {
-            // Where the journal ends now: once applied through it, the plugins are live.
-            use rdkafka::consumer::Consumer;
-            let topic = node.topics.journal.clone();
-            let high = tokio::task::block_in_place(|| {
-                consumer.fetch_watermarks(&topic, 0, Duration::from_secs(10)).map(|(_, high)| high)
-            });
-            match high {
-                Ok(high) => p.set_live_from(high),
-                Err(e) => {
-                    eprintln!("{}: journal end unknown ({e}): plugins go live when it is quiet", node.name)
-                }
-            }
-        }
-        let (producer, mut gaps) = gap_buffer::<Entry>(GAP_BUFFER_SLOTS, self.ledger.seq_applied() + 1);
-        let mut job = self.new_job();
-        let mut decoded = Vec::new();
-        let mut messages = 0u64;
-        // Highest seq inserted: while above the ledger's, entries wait behind a gap and the
-        // journal offset stays at the last message that is applied whole.
-        let mut seq_seen_max = self.ledger.seq_applied();
-        let mut last_message = std::time::Instant::now();
+impl Driver {
+    async fn run(mut self) -> Result<(), EngineError> {
+        self.drain().await?;
+        self.show();
         loop {
-            let batch_messages = super::recv_batch(
-                &node,
-                "journal",
-                &consumer,
-                Duration::from_millis(20),
-                COMMIT_BATCH_ENTRIES * 64,
-            )
-            .await;
-            for (offset, payload) in &batch_messages {
-                messages += 1;
-                if node.fault_drop_journal_one_in > 0
-                    && messages.is_multiple_of(node.fault_drop_journal_one_in)
-                {
-                    continue; // drill: this message is "lost"; the gap pull must recover it
+            let wake = self.clock.instant(self.center.poll_timeout());
+            let journal_turn = self.journal_turn;
+            self.journal_turn = !journal_turn;
+            // Answers first (cheap, and they release acks and notices); the timer last, so that
+            // after a stall what arrived is seen before a quiet journal is concluded.
+            tokio::select! {
+                biased;
+                changed = self.committed.changed() => {
+                    changed.map_err(|_| EngineError::TaskGone("committer"))?;
+                    let seq = *self.committed.borrow_and_update();
+                    self.center.handle_committed(seq);
                 }
-                // The journal is written only by the sequencer: damage is an invariant
-                // violation, not input. Stop.
-                codec::decode_frames(payload, &mut decoded)
-                    .with_context(|| format!("journal message at offset {offset} does not decode"))?;
-                for e in decoded.drain(..) {
-                    seq_seen_max = seq_seen_max.max(e.seq);
-                    self.insert(&producer, &mut gaps, e, &mut job).await?;
+                changed = self.announced.changed() => {
+                    changed.map_err(|_| EngineError::TaskGone("publisher"))?;
+                    let seq = *self.announced.borrow_and_update();
+                    self.center.handle_announced(seq);
                 }
-                self.apply_ready(&mut gaps, &mut job);
-                if seq_seen_max <= self.ledger.seq_applied() {
-                    self.journal_offset = self.journal_offset.max(*offset);
-                }
+                input = next_input(&mut self.journal, &mut self.acks, journal_turn) => match input {
+                    Input::Journal(batch) => self.on_journal(batch.ok_or(EngineError::TaskGone("journal reader"))?),
+                    Input::Acks(batch) => self.on_acks(batch.ok_or(EngineError::TaskGone("ack reader"))?),
+                },
+                () = tokio::time::sleep_until(wake) => self.center.handle_timeout(self.clock.now_us()),
             }
-            if let Some(gap) = gaps.poll_gap(now_us()) {
-                self.pull_gap(&producer, &mut gaps, gap.seq_missing_first, gap.seq_seen_max).await?;
-                self.apply_ready(&mut gaps, &mut job);
+            self.drain().await?;
+            self.show();
+        }
+    }
+
+    fn on_journal(&mut self, batch: Vec<JournalMessage>) {
+        let now = self.clock.now_us();
+        for m in batch {
+            self.center.handle_entries(m.entries.into_iter().map(|e| (e, 0)), Some(m.offset), now);
+        }
+    }
+
+    /// Feeds ack messages one at a time: when one makes the `Center` ask to read the stream
+    /// again, the rest of the batch is dropped (it is read again after the seek).
+    fn on_acks(&mut self, batch: AckBatch) {
+        if batch.generation != self.ack_generation {
+            return; // read before a rewind: read again after it
+        }
+        for m in batch.messages {
+            let before = self.center.seq_unfinal_first();
+            self.center.handle_acks(m.from, &m.acks, m.offset, self.clock.now_us());
+            if let (Some(seen), Some(last)) = (self.local.seq_acked.get_mut(m.from.index()), m.acks.last()) {
+                *seen = (*seen).max(last.seq);
             }
-            // A lost tail leaves no hole to see: nothing follows it. But the other centers' acks
-            // tell how far the journal goes: pull what another center applied and this one
-            // misses once the journal has been quiet for the gap timeout.
-            if !batch_messages.is_empty() {
-                last_message = std::time::Instant::now();
-            } else if last_message.elapsed() >= TAIL_TIMEOUT {
-                let known = node.stats.seq_acked_elsewhere.load(Ordering::Relaxed);
-                if known >= gaps.seq_next() {
-                    let from = gaps.seq_next();
-                    self.pull_gap(&producer, &mut gaps, from, known).await?;
-                    self.apply_ready(&mut gaps, &mut job);
-                    seq_seen_max = seq_seen_max.max(known);
-                }
-                last_message = std::time::Instant::now();
+            let after = self.center.seq_unfinal_first();
+            if after > before {
+                self.finalized(before, after);
             }
-            job.journal_offset = self.journal_offset;
-            if let Some(p) = self.plugins.as_mut() {
-                let quiet = batch_messages.is_empty() && seq_seen_max <= self.ledger.seq_applied();
-                p.after_apply(&node, self.journal_offset, quiet);
-            }
-            // Cut when the journal is idle or a quarter batch is ready; the committer merges
-            // what queues up behind a running commit.
-            if !job.entries.is_empty()
-                && (batch_messages.is_empty() || job.entries.len() >= COMMIT_BATCH_ENTRIES / 4)
-            {
-                let full = std::mem::replace(&mut job, self.new_job());
-                self.send(full).await?;
+            self.center.poll_output(&mut self.out);
+            if self.out.ack_rewind.is_some() {
+                break;
             }
         }
     }
 
-    fn new_job(&self) -> Job {
-        Job::empty(self.journal_offset)
-    }
-
-    /// Hands an applied run to the committer. Jobs leave in seq order and hold everything
-    /// applied before they leave, so the plugin checkpoints taken here are the state at the
-    /// job's last seq.
-    async fn send(&mut self, mut job: Job) -> anyhow::Result<()> {
-        if let Some(feed) = &self.node.read_feed {
-            // Every applied entry, in order: the API's read model (waits if it is behind).
-            feed.send(job.entries.clone())
-                .await
-                .map_err(|_| anyhow::anyhow!("the API's read model stopped"))?;
-        }
-        let mut changed = rtgs_core::ledger::ChangedRows::default();
-        let funded = self.ledger.take_changed(&mut changed);
-        job.funded = funded.to_vec();
-        job.changed.extend(changed.accounts);
-        job.holds.extend(changed.holds);
-        if let (Some(p), Some(last)) = (self.plugins.as_mut(), job.applied.last()) {
-            job.plugins = p.save(&self.node, last.seq);
-        }
-        self.job_tx.send(job).await.map_err(|_| anyhow::anyhow!("the committer stopped"))
-    }
-
-    /// Inserts one entry into the gap buffer (dropping one already applied). When the buffer is
-    /// full, applies into `job` and sends it: `job` holds what was applied before, and jobs must
-    /// leave in seq order.
-    async fn insert(
-        &mut self,
-        producer: &GapProducer<Entry>,
-        gaps: &mut GapConsumer<Entry>,
-        e: Entry,
-        job: &mut Job,
-    ) -> anyhow::Result<()> {
-        if e.seq < gaps.seq_next() {
-            return Ok(()); // applied already (a republished batch)
-        }
-        let seq = e.seq;
-        match producer.insert(seq, e) {
-            Insert::Stored | Insert::Duplicate | Insert::Applied => Ok(()),
-            Insert::Full(e) => {
-                // Too far ahead of the missing seq: fetch the hole now instead of waiting.
-                let next = gaps.seq_next();
-                self.pull_gap(producer, gaps, next, seq - 1).await?;
-                self.apply_ready(gaps, job);
-                if !job.entries.is_empty() {
-                    job.journal_offset = self.journal_offset;
-                    let full = std::mem::replace(job, self.new_job());
-                    self.send(full).await?;
-                }
-                match producer.insert(seq, e) {
-                    Insert::Stored | Insert::Duplicate | Insert::Applied => Ok(()),
-                    _ => anyhow::bail!("seq {seq} does not fit the gap buffer after the gap pull"),
-                }
-            }
-            Insert::OutOfRange => anyhow::bail!("journal seq {seq} is out of range"),
-        }
-    }
-
-    /// Reads `from..=to` back from the sequencer's outbox into the gap buffer.
-    async fn pull_gap(
-        &mut self,
-        producer: &GapProducer<Entry>,
-        gaps: &mut GapConsumer<Entry>,
-        from: Seq,
-        to: Seq,
-    ) -> anyhow::Result<()> {
-        let node = Arc::clone(&self.node);
-        let store = &self.seq_store;
-        let batches = retry_pg(&node, "gap pull", || store.batches(from, to)).await?;
-        let mut entries = Vec::new();
-        for b in &batches {
-            codec::decode_frames(&b.frames, &mut entries)
-                .with_context(|| format!("outbox batch {} does not decode", b.seq_first))?;
-        }
-        let mut pulled = 0u64;
-        for e in entries {
-            if e.seq >= gaps.seq_next() && e.seq <= to {
-                if let Insert::Stored = producer.insert(e.seq, e) {
-                    pulled += 1;
-                }
+    /// Metrics of seqs `from..to` that just became final: by outcome (read back from the tally
+    /// window, which still holds them: `limits`), and the quorum latency.
+    fn finalized(&mut self, from: Seq, to: Seq) {
+        let (mut settled, mut rejected) = (0, 0);
+        let finalizer = self.center.finalizer();
+        for seq in from..to {
+            match finalizer.status(seq) {
+                SeqStatus::Final(Outcome::Accepted) => settled += 1,
+                SeqStatus::Final(Outcome::Rejected(_)) => rejected += 1,
+                _ => {}
             }
         }
-        node.stats.gap_pulls.fetch_add(1, Ordering::Relaxed);
-        node.stats.gap_entries_pulled.fetch_add(pulled, Ordering::Relaxed);
-        eprintln!("{}: gap timeout: seqs {from}..={to} pulled from the outbox ({pulled} entries)", node.name);
+        self.metrics.finalized(settled, rejected);
+        self.timeline.finalized(to, wall_us(), self.metrics.quorum_latency());
+    }
+
+    /// Polls the `Center` and carries out what it asks until it asks nothing more.
+    async fn drain(&mut self) -> Result<(), EngineError> {
+        loop {
+            self.center.poll_output(&mut self.out);
+            if outputs_empty(&self.out) {
+                return Ok(());
+            }
+            self.dispatch().await?;
+        }
+    }
+
+    async fn dispatch(&mut self) -> Result<(), EngineError> {
+        // Commits first: a plugin snapshot taken now is the state at the commit's last seq.
+        for commit in std::mem::take(&mut self.out.commits) {
+            self.send_commit(commit).await?;
+        }
+        if let Some(position) = self.out.ack_rewind.take() {
+            self.ack_generation += 1;
+            let rewind = Rewind { generation: self.ack_generation, position };
+            self.rewind.send(rewind).map_err(|_| EngineError::TaskGone("ack reader"))?;
+        }
+        let mut outgoing = Vec::new();
+        if !self.out.acks.is_empty() {
+            outgoing.push(Outgoing::Acks(std::mem::take(&mut self.out.acks)));
+        }
+        if let Some(from) = self.out.reack_from.take() {
+            eprintln!(
+                "{}: finality stands at seq {from} with it committed here: publishing this center's acks \
+                 from there again",
+                self.name
+            );
+            outgoing.push(Outgoing::Reack(from));
+        }
+        if !self.out.notices.is_empty() {
+            outgoing.push(Outgoing::Notices(std::mem::take(&mut self.out.notices)));
+        }
+        if !self.out.commands.is_empty() {
+            outgoing.push(Outgoing::Commands(std::mem::take(&mut self.out.commands)));
+        }
+        for item in outgoing {
+            self.publish.send(item).await.map_err(|_| EngineError::TaskGone("publisher"))?;
+        }
+        let effects = std::mem::take(&mut self.out.effects);
+        if !effects.is_empty() {
+            let router = self
+                .plugins
+                .as_mut()
+                .ok_or_else(|| Invariant(format!("{} effects without plugins", effects.len())))?;
+            router.route(effects).await?;
+        }
+        for alarm in self.out.alarms.drain(..) {
+            eprintln!("{}: ALARM: {alarm}", self.name);
+        }
+        self.out.checkpoint_due = false; // commits are whole durable states: no checkpoints
+        for pull in std::mem::take(&mut self.out.pulls) {
+            self.pull(pull).await?;
+        }
         Ok(())
     }
 
-    fn apply_ready(&mut self, gaps: &mut GapConsumer<Entry>, job: &mut Job) {
-        let (ledger, plugins) = (&mut self.ledger, &mut self.plugins);
-        let (now, applied_before) = (now_us(), job.entries.len());
-        gaps.drain(usize::MAX, now, |_, e| {
-            let mut a = ledger.apply(&e);
-            // Plugin state is in the chained hash: the ack vouches for it (plugin_host docs).
-            if let Some(digest) = plugins.as_mut().and_then(|p| p.apply(&e, ledger)) {
-                a.state_hash = ledger.fold(digest);
-            }
-            job.applied.push(a);
-            job.entries.push(e);
-        });
-        self.node.stats.seq_applied.store(self.ledger.seq_applied(), Ordering::Relaxed);
-        // Timestamps for the quorum latency, once per run of entries (metrics module docs).
-        self.node.metrics.applied(&job.entries[applied_before..], now);
+    async fn send_commit(&mut self, commit: Commit) -> Result<(), EngineError> {
+        let plugins = match (self.plugins.as_mut(), commit.seq_last()) {
+            (Some(router), Some(last)) => router.save(self.center.host(), last, commit.plugins_changed),
+            _ => StoredPlugins::None,
+        };
+        // Applied now: their timestamps go on the quorum timeline.
+        self.timeline.applied(&commit.entries, wall_us(), self.metrics.quorum_latency());
+        let job = CommitJob { commit, plugins };
+        self.commits.send(job).await.map_err(|_| EngineError::TaskGone("committer"))
+    }
+
+    /// Reads `pull` back from the sequencer's outbox and hands it to the `Center`.
+    async fn pull(&mut self, pull: Pull) -> Result<(), EngineError> {
+        let outbox = &self.outbox;
+        let batches = self.retry.get("gap pull", || outbox.batches(pull.from, pull.to)).await?;
+        let mut entries = Vec::new();
+        for b in &batches {
+            codec::decode_frames(&b.frames, &mut entries)
+                .map_err(|e| Invariant(format!("outbox batch {} does not decode: {e}", b.seq_first)))?;
+        }
+        entries.retain(|e| (pull.from..=pull.to).contains(&e.seq));
+        let next = self.center.seq_next();
+        let useful = entries.iter().filter(|e| e.seq >= next).count() as u64;
+        self.local.gap_entries_pulled += useful;
+        eprintln!(
+            "{}: {:?}: seqs {}..={} pulled from the outbox ({useful} entries)",
+            self.name, pull.why, pull.from, pull.to
+        );
+        self.center.handle_entries(entries.into_iter().map(|e| (e, 0)), None, self.clock.now_us());
+        Ok(())
+    }
+
+    /// Publishes what this task shows (status, metrics, the API's finality watermark).
+    fn show(&mut self) {
+        let c = &self.center;
+        let halted = c.finalizer().is_halted();
+        if halted && !self.halted_reported {
+            self.halted_reported = true;
+            eprintln!(
+                "{}: FINALITY HALTED (divergence): nothing more is final until an operator intervenes",
+                self.name
+            );
+        }
+        self.local.seq_applied = c.seq_applied();
+        self.local.seq_unfinal_first = c.seq_unfinal_first();
+        self.local.finalized = c.finalizer().finalized_total();
+        self.local.halted = halted;
+        self.local.stats.clone_from(c.stats());
+        self.final_through.store(c.seq_unfinal_first().saturating_sub(1), Ordering::Relaxed);
+        if let Some(router) = self.plugins.as_mut() {
+            router.observe(c.host());
+        }
+        lock(&self.view).clone_from(&self.local);
     }
 }
 
-struct Committer {
-    node: Arc<Node>,
-    store: Arc<CenterStore>,
-    producer: FutureProducer,
-    shared: Arc<Shared>,
-    notice_tx: mpsc::Sender<Handover>,
+enum Input {
+    Journal(Option<Vec<JournalMessage>>),
+    Acks(Option<AckBatch>),
 }
 
-impl Committer {
-    async fn run(self, mut jobs: mpsc::Receiver<Job>) -> anyhow::Result<()> {
-        let node = Arc::clone(&self.node);
-        loop {
-            let mut job = match tokio::time::timeout(IDLE_COMMIT, jobs.recv()).await {
-                Ok(Some(job)) => Some(job),
-                Ok(None) => anyhow::bail!("the journal reader stopped"),
-                Err(_) => None,
-            };
-            // Behind? Commit what queued up as one transaction: an account that changed in
-            // several batches is written once (balance upserts are the dearest rows here).
-            if let Some(j) = job.as_mut() {
-                while j.entries.len() < MERGED_COMMIT_ENTRIES_MAX {
-                    match jobs.try_recv() {
-                        Ok(next) => j.merge(next),
-                        Err(_) => break,
-                    }
-                }
-            }
-            if let Some(from) = self.shared.take_reack() {
-                // Finality stalls: this center's acks from there, again (committed ones only).
-                let store = &self.store;
-                let max = super::finality::REACK_ENTRIES_MAX;
-                let since =
-                    retry_pg(&node, "read acks to publish again", || store.applied_from(from, max)).await?;
-                let acks: Vec<Applied> = since.iter().map(|(a, _, _)| *a).collect();
-                for chunk in acks.chunks(COMMIT_BATCH_ENTRIES) {
-                    publish_acks(&node, &self.producer, chunk).await?;
-                }
-            }
-            let progress = self.shared.take();
-            if job.is_none() && progress.is_none() {
-                continue;
-            }
-            let progress = progress.unwrap_or_else(|| self.shared.current());
-            let job = job.unwrap_or_else(|| Job::empty(-1));
-            let commit = BatchCommit {
-                entries: &job.entries,
-                applied: &job.applied,
-                journal_offset: job.journal_offset,
-                changed_accounts: &job.changed,
-                changed_holds: &job.holds,
-                funded: &job.funded,
-                final_ranges: &progress.ranges,
-                tallies: &[],
-                seq_unfinal_first: progress.seq_unfinal_first,
-                ack_offset: progress.ack_offset,
-                seq_notice_from: progress.seq_notice_from,
-            };
-            let last = job.applied.last().map(|a| a.seq);
-            let mut took = Duration::ZERO;
-            loop {
-                let started = std::time::Instant::now();
-                match self.store.commit_batch_with(&commit, job.plugins.as_save()).await {
-                    Ok(()) => {
-                        took = started.elapsed();
-                        break;
-                    }
-                    Err(e @ (StoreError::Pg(_) | StoreError::Pool(_))) => {
-                        node.stats.pg_retries.fetch_add(1, Ordering::Relaxed);
-                        eprintln!("{}: commit: {e}; retrying until PostgreSQL answers", node.name);
-                        tokio::time::sleep(super::RETRY_PAUSE).await;
-                        // The commit may have happened before the connection was lost.
-                        let store = &self.store;
-                        let applied = retry_pg(&node, "read watermark", || store.seq_applied()).await?;
-                        if last.is_some_and(|l| applied >= l) {
-                            break;
-                        }
-                    }
-                    Err(e) => return Err(e).context("commit of an applied batch"),
-                }
-            }
-            if let Some(last) = last {
-                node.stats.seq_committed.store(last, Ordering::Relaxed);
-                node.stats.batches_committed.fetch_add(1, Ordering::Relaxed);
-                // `took` stays 0 for a commit settled by reading the watermark back: not timed.
-                if !took.is_zero() {
-                    node.metrics.committed(&job.entries, took, now_us());
-                }
-                // Acks only after the commit (mission.md §2.5).
-                for chunk in job.applied.chunks(COMMIT_BATCH_ENTRIES) {
-                    publish_acks(&node, &self.producer, chunk).await?;
-                }
-                let owed: Vec<NoticeItem> = job
-                    .entries
-                    .iter()
-                    .zip(&job.applied)
-                    .filter(|(e, _)| e.origin == node.center && !e.bmi.is_none())
-                    .map(|(e, a)| (*a, e.bmi))
-                    .collect();
-                self.notice_tx
-                    .send(Handover { committed_through: last, owed })
-                    .await
-                    .map_err(|_| anyhow::anyhow!("the finality task stopped"))?;
-            }
+/// The next journal or ack batch, `journal_first` saying which is taken when both are ready:
+/// the center task alternates, so that neither a journal backlog nor an ack backlog starves the
+/// other.
+async fn next_input(
+    journal: &mut mpsc::Receiver<Vec<JournalMessage>>,
+    acks: &mut mpsc::Receiver<AckBatch>,
+    journal_first: bool,
+) -> Input {
+    if journal_first {
+        tokio::select! {
+            biased;
+            batch = journal.recv() => Input::Journal(batch),
+            batch = acks.recv() => Input::Acks(batch),
+        }
+    } else {
+        tokio::select! {
+            biased;
+            batch = acks.recv() => Input::Acks(batch),
+            batch = journal.recv() => Input::Journal(batch),
         }
     }
+}
+
+fn outputs_empty(out: &Outputs) -> bool {
+    out.acks.is_empty()
+        && out.reack_from.is_none()
+        && out.ack_rewind.is_none()
+        && out.pulls.is_empty()
+        && out.commits.is_empty()
+        && out.notices.is_empty()
+        && out.effects.is_empty()
+        && out.commands.is_empty()
+        && out.alarms.is_empty()
 }

@@ -1,417 +1,325 @@
-//! `rtgs node`: one center of the production engine (Kafka journal + PostgreSQL), one process
-//! per data center, launched by `scripts/run-dc1.sh` .. `run-dc3.sh`.
+//! # rtgs-engine: the production engine (Kafka journal + PostgreSQL)
 //!
-//! # Tasks (one tokio runtime, two workers)
-//! * [`sequencer`] — member of consumer group `sequencer` on the single-partition inbound topic;
-//!   leads while it holds that partition: takes over in PostgreSQL (epoch bump fences the old
-//!   leader), republishes what was recorded but not published, then per batch: sequence →
-//!   record in the outbox (fenced) → publish to the journal → mark published.
-//! * [`center`] — reads the whole journal from its own watermark, reorders through the gap
-//!   buffer (pulling a timed-out gap back from the outbox), applies to the ledger, and hands
-//!   batches to the committer: one PostgreSQL transaction per batch, then the applied-acks are
-//!   published (never before the commit).
-//! * [`finality`] — reads every center's applied-acks, counts them in the quorum finalizer, and
-//!   as origin center publishes the participants' notices; the finality ranges and the ack
-//!   offset it reached are persisted by the committer with the next batch.
-//! * [`plugins`] (with `--collection` only) — the reader's plugin host (digests folded into the
-//!   ledger hash, state committed with each batch), the owner's adapter task over this
-//!   process's chain simulator, and the owner failure detector.
-//! * [`metrics`] — `GET /metrics` (Prometheus, loopback only) on 127.0.0.1:(9100 + PORT_OFFSET).
+//! One center of the cluster per process (`rtgs node`, launched by `scripts/run-dc1.sh` ..
+//! `run-dc3.sh`): the sequencer instance of that center, and the center itself — the core's
+//! `rtgs_core::center::Center`, the one state machine every engine runs, driven here over the
+//! broker and PostgreSQL. The tasks move bytes and time; the `Center` and the `Sequencer`
+//! decide.
 //!
-//! Everything the node decides is in the core's state machines; these tasks only move bytes.
-//! Errors of the servers are retried with a pause (the node rides out a PostgreSQL restart);
-//! an invariant violation (a stored state that does not add up) stops the node.
+//! # Layout
+//! * [`sequencer`] — member of group `sequencer` on the single-partition inbound topic; leads
+//!   while it holds that partition: takeover in PostgreSQL (an epoch bump fences the old leader),
+//!   then per batch sequence → record (fenced) → publish → mark published.
+//! * [`center`] — the center task driving the `Center`, with its journal reader, ack reader,
+//!   committer and publisher (`center::journal`, `center::acks`, `center::committer`,
+//!   `center::publisher`).
+//! * [`plugins`] — the node's plugin set, its stored state, the adapters executing the owner's
+//!   effects (one task per plugin, effects routed by plugin).
+//! * [`api`] — the participant HTTP API's link (`--api-config`): submissions, notices, the read
+//!   model's feed.
+//! * [`metrics`] — `GET /metrics` (Prometheus, loopback only); [`status`] — the status file and
+//!   line, and every task's figures.
+//! * [`limits`] — every bound of the engine, with `const` assertions on how they relate;
+//!   [`error`] — typed errors; [`pg`] — the one PostgreSQL retry policy; [`broker`] — names,
+//!   consumers, publishing; [`frames`] — messages cut to the broker's bound; [`clock`] — the
+//!   center's monotonic time and the wall clock.
+//!
+//! **Per-task inputs.** Each task is handed what it needs — its settings, its channels, its
+//! figures, the metrics — and nothing else; there is no node-wide bag every task reads.
+//!
+//! **Shutdown: crash-only.** Every step's progress is durable in PostgreSQL in the transaction
+//! of the work it covers (the watermark with the entries, the finality and ack positions with
+//! the next commit, the inbound offset with the outbox batch), so stopping at any instant is
+//! safe and a start always recovers the same way, whether after `kill -9` or SIGTERM. On SIGTERM
+//! or Ctrl-C the node therefore drops its tasks (their consumers leave their groups at once, so
+//! the sequencer's group hands over without waiting for a session timeout), writes the status
+//! once more and exits; nothing is flushed, because nothing needs to be. A task that ends or
+//! fails stops the node the same way. The drills `kill -9` nodes to exercise exactly this path.
 
 pub mod api;
+pub mod broker;
 pub mod center;
-pub mod finality;
+pub mod clock;
+pub mod error;
+pub mod frames;
+pub mod limits;
 pub mod metrics;
-pub mod pg_args;
+pub mod pg;
 pub mod plugins;
 pub mod sequencer;
+pub mod status;
 
-use anyhow::Context;
-use clap::Args;
+use crate::error::EngineError;
+use crate::limits::{
+    CENTER_POOL_CONNECTIONS, FEED_QUEUE_BATCHES, SEQUENCER_POOL_CONNECTIONS, TOPICS_TIMEOUT, WORKER_THREADS,
+};
+use crate::status::Status;
 use rtgs_core::entry::CenterId;
-use rtgs_kafka::topics::TopicNames;
+use rtgs_pg::center_store::CenterStore;
+use rtgs_pg::migrate::Schema;
+use rtgs_pg::sequencer_store::SequencerStore;
+use std::future::Future;
+use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::pin::Pin;
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::mpsc;
 
-#[derive(Args, Clone, Debug)]
-pub struct NodeArgs {
-    /// This center's number, 1..=CENTER_COUNT.
-    #[arg(long, env = "CENTER_ID")]
-    pub center_id: u8,
-    /// Number of centers in the cluster (quorum = floor(N/2) + 1).
-    #[arg(long, env = "CENTER_COUNT", default_value_t = 3)]
-    pub center_count: usize,
-    /// Offset added to this node's listening ports: the HTTP API (with --api-config) on
-    /// 8080 + PORT_OFFSET, /metrics on 9100 + PORT_OFFSET.
-    #[arg(long, env = "PORT_OFFSET", default_value_t = 0)]
-    pub port_offset: u16,
-    /// Kafka bootstrap servers.
-    #[arg(long, env = "RTGS_BOOTSTRAP", default_value = "127.0.0.1:9092")]
-    pub bootstrap: String,
-    /// Topic prefix: topics PREFIX.inbound, .journal, .applied, .notify (and, for a prefix other
-    /// than `rtgs`, consumer groups PREFIX.sequencer, PREFIX.ledger-DC1, ...).
-    #[arg(long, env = "RTGS_TOPIC_PREFIX", default_value = "rtgs")]
-    pub topic_prefix: String,
-    /// This center's database (default rtgs_dcN).
-    #[arg(long, env = "RTGS_DB")]
-    pub db: Option<String>,
-    /// The sequencer's database, shared by all centers.
-    #[arg(long, env = "RTGS_SEQ_DB", default_value = "rtgs_seq")]
-    pub seq_db: String,
-    #[command(flatten)]
-    pub pg: crate::pg_args::PgArgs,
-    /// Write the node's status as JSON to this file about every 200 ms (tests, scripts).
-    #[arg(long, env = "RTGS_STATUS_FILE")]
-    pub status_file: Option<PathBuf>,
-    /// Seconds between status lines on stderr (0: none).
-    #[arg(long, env = "RTGS_STATUS_INTERVAL_S", default_value_t = 5)]
-    pub status_interval_s: u64,
-    /// Fault injection for drills: drop one in N journal messages as if lost in transit (the
-    /// gap buffer must then pull the missing entries from the outbox). 0: off.
-    #[arg(long, env = "RTGS_FAULT_DROP_JOURNAL_ONE_IN", default_value_t = 0, hide = true)]
-    pub fault_drop_journal_one_in: u64,
-    /// Fault injection for drills: one in N of this center's ack messages is not published (as
-    /// if the broker lost it; finality must recover by publishing acks again). 0: off.
-    #[arg(long, env = "RTGS_FAULT_DROP_ACKS_ONE_IN", default_value_t = 0, hide = true)]
-    pub fault_drop_acks_one_in: u64,
-    /// No idle Tick entries (`RTGS_NO_IDLE_TICK=true`; drills that compare quiescent databases; timers of plugins need
-    /// ticks, so never in production).
-    #[arg(long, env = "RTGS_NO_IDLE_TICK", hide = true)]
-    pub no_idle_tick: bool,
-    #[command(flatten)]
-    pub plugins: plugins::PluginArgs,
-    #[command(flatten)]
-    pub api: api::ApiArgs,
-    #[command(flatten)]
-    pub metrics: metrics::MetricsArgs,
-}
+pub use crate::api::ApiConfig;
+pub use crate::center::Faults;
+pub use crate::pg::PgServer;
+pub use crate::plugins::{CollectionConfig, PluginConfig};
 
-/// Everything the tasks share: settings and counters (read by the status reporter).
-pub struct Node {
+/// A task of the node.
+pub type Task = Pin<Box<dyn Future<Output = Result<(), EngineError>> + Send>>;
+
+/// `/metrics` listens on `127.0.0.1:(METRICS_PORT_BASE + port offset)` unless told otherwise.
+pub const METRICS_PORT_BASE: u16 = 9100;
+
+/// Everything `rtgs node` is told (the CLI builds it from flags and environment).
+#[derive(Clone, Debug)]
+pub struct NodeConfig {
     pub center: CenterId,
     pub center_count: usize,
-    pub name: String,
-    pub topics: TopicNames,
+    /// Added to the listening ports: the API on 8080 + it, `/metrics` on 9100 + it.
+    pub port_offset: u16,
     pub bootstrap: String,
-    group_prefix: Option<String>,
-    pub fault_drop_journal_one_in: u64,
-    pub fault_drop_acks_one_in: u64,
-    /// Ack messages published (counts for the drop fault).
-    pub ack_messages: AtomicU64,
+    pub topic_prefix: String,
+    /// This center's database.
+    pub db: String,
+    /// The sequencer's database, shared by all centers.
+    pub seq_db: String,
+    pub pg: PgServer,
+    pub status_file: Option<PathBuf>,
+    /// Seconds between status lines on stderr (0: none).
+    pub status_interval_s: u64,
+    pub faults: Faults,
+    /// `Tick`s also when idle (off only in drills comparing quiescent databases).
     pub idle_tick: bool,
-    pub stats: Stats,
-    /// With the HTTP API: every applied entry goes to its read model (in seq order).
-    pub read_feed: Option<tokio::sync::mpsc::Sender<Vec<rtgs_core::entry::Entry>>>,
-    pub metrics: metrics::Metrics,
+    pub plugins: PluginConfig,
+    /// The owner failure detector's silence.
+    pub owner_silence: Duration,
+    pub api: Option<ApiConfig>,
+    pub metrics_listen: Option<SocketAddr>,
 }
 
-impl Node {
-    /// A consumer of `topic`'s one partition from `offset`, in group `ROLE-DCn`: assigned, not
-    /// subscribed (each center reads everything; its progress is in its own database).
-    pub fn assigned_consumer(
-        &self,
-        role: &str,
-        topic: &str,
-        offset: i64,
-    ) -> anyhow::Result<rdkafka::consumer::StreamConsumer> {
-        use rdkafka::consumer::Consumer;
-        let consumer: rdkafka::consumer::StreamConsumer = rtgs_kafka::clients::consumer(
-            &self.bootstrap,
-            &self.group(&format!("{role}-{}", self.name)),
-            &format!("{}-{role}", self.name),
-            rdkafka::consumer::DefaultConsumerContext,
-        )?;
-        let mut tpl = rdkafka::TopicPartitionList::new();
-        tpl.add_partition_offset(topic, 0, rdkafka::Offset::Offset(offset))?;
-        consumer.assign(&tpl).with_context(|| format!("assign {topic} from offset {offset}"))?;
-        Ok(consumer)
+impl NodeConfig {
+    /// This center's name (`DC1` ...).
+    pub fn name(&self) -> String {
+        format!("DC{}", self.center.0)
     }
 
-    /// Consumer group `name`, prefixed when the topics are.
-    pub fn group(&self, name: &str) -> String {
-        match &self.group_prefix {
-            Some(p) => format!("{p}.{name}"),
-            None => name.to_string(),
+    /// Refuses settings the node cannot run with (also `rtgs node --check`).
+    pub fn validate(&self) -> Result<(), EngineError> {
+        let max = rtgs_core::limits::CENTER_COUNT_MAX;
+        if !(1..=max).contains(&self.center_count) {
+            return Err(EngineError::Config(format!("CENTER_COUNT must be 1..={max}")));
         }
-    }
-}
-
-/// Counters, all monotone except the flags and watermarks.
-#[derive(Default)]
-pub struct Stats {
-    pub leader: AtomicBool,
-    pub epoch: AtomicU64,
-    pub takeovers: AtomicU64,
-    pub seq_sequenced: AtomicU64,
-    pub seq_applied: AtomicU64,
-    pub seq_committed: AtomicU64,
-    pub seq_unfinal_first: AtomicU64,
-    /// Highest seq another center acked.
-    pub seq_acked_elsewhere: AtomicU64,
-    pub finalized: AtomicU64,
-    pub divergences: AtomicU64,
-    pub halted: AtomicBool,
-    pub gap_pulls: AtomicU64,
-    pub gap_entries_pulled: AtomicU64,
-    pub notices: AtomicU64,
-    /// Times finality stood still and this center published its acks again.
-    pub reacks: AtomicU64,
-    /// Times the finality task read the acks topic again: for acks it had dropped as too far
-    /// ahead of its window, or because finality stood still.
-    pub ack_rewinds: AtomicU64,
-    pub refusals: AtomicU64,
-    pub batches_committed: AtomicU64,
-    pub pg_retries: AtomicU64,
-    pub malformed_inbound: AtomicU64,
-    pub plugins: plugins::PluginStats,
-}
-
-impl Node {
-    /// The status as JSON: every counter of [`Stats`] under its own name.
-    fn status(&self) -> serde_json::Value {
-        let s = &self.stats;
-        let counters: [(&str, &AtomicU64); 17] = [
-            ("epoch", &s.epoch),
-            ("takeovers", &s.takeovers),
-            ("seq_sequenced", &s.seq_sequenced),
-            ("seq_applied", &s.seq_applied),
-            ("seq_committed", &s.seq_committed),
-            ("seq_unfinal_first", &s.seq_unfinal_first),
-            ("finalized", &s.finalized),
-            ("divergences", &s.divergences),
-            ("gap_pulls", &s.gap_pulls),
-            ("gap_entries_pulled", &s.gap_entries_pulled),
-            ("notices", &s.notices),
-            ("refusals", &s.refusals),
-            ("batches_committed", &s.batches_committed),
-            ("pg_retries", &s.pg_retries),
-            ("malformed_inbound", &s.malformed_inbound),
-            ("reacks", &s.reacks),
-            ("ack_rewinds", &s.ack_rewinds),
-        ];
-        let mut map = serde_json::Map::new();
-        map.insert("center".into(), self.name.clone().into());
-        map.insert("pid".into(), std::process::id().into());
-        map.insert("leader".into(), s.leader.load(Ordering::Relaxed).into());
-        map.insert("halted".into(), s.halted.load(Ordering::Relaxed).into());
-        map.insert("metrics_listen".into(), self.metrics.listen().map(|a| a.to_string()).into());
-        for (name, counter) in counters {
-            map.insert(name.into(), counter.load(Ordering::Relaxed).into());
+        if self.center.0 == 0 || usize::from(self.center.0) > self.center_count {
+            return Err(EngineError::Config(format!(
+                "CENTER_ID must be 1..={} (got {})",
+                self.center_count, self.center.0
+            )));
         }
-        if s.plugins.enabled.load(Ordering::Relaxed) {
-            map.insert("plugins".into(), s.plugins.status());
+        for db in [&self.db, &self.seq_db] {
+            rtgs_pg::migrate::check_database_name(db).map_err(|e| EngineError::Config(e.to_string()))?;
         }
-        serde_json::Value::Object(map)
-    }
-}
-
-/// Batch on every hop: waits up to `wait` for one message, then takes whatever else is already
-/// there, up to about `bytes_max` bytes — `(offset, payload)` in order, empty if none came. A
-/// consumer error is reported and paused on (librdkafka reconnects by itself).
-pub async fn recv_batch<C: rdkafka::consumer::ConsumerContext + 'static>(
-    node: &Node,
-    what: &str,
-    consumer: &rdkafka::consumer::StreamConsumer<C>,
-    wait: Duration,
-    bytes_max: usize,
-) -> Vec<(i64, Vec<u8>)> {
-    use futures_util::FutureExt;
-    use rdkafka::message::Message;
-    let mut batch = Vec::new();
-    match tokio::time::timeout(wait, consumer.recv()).await {
-        Ok(Ok(m)) => batch.push((m.offset(), m.payload().unwrap_or(&[]).to_vec())),
-        Ok(Err(e)) => {
-            eprintln!("{}: {what}: {e}", node.name);
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            return batch;
+        if self.owner_silence.is_zero() {
+            return Err(EngineError::Config("the owner silence must be positive".into()));
         }
-        Err(_) => return batch,
-    }
-    let mut bytes = batch[0].1.len();
-    while bytes < bytes_max {
-        match consumer.recv().now_or_never() {
-            Some(Ok(m)) => {
-                let payload = m.payload().unwrap_or(&[]).to_vec();
-                bytes += payload.len();
-                batch.push((m.offset(), payload));
-            }
-            _ => break,
+        self.metrics_address()?;
+        if let Some(api) = &self.api {
+            api::listen_address(api.listen, self.port_offset)?;
         }
+        Ok(())
     }
-    batch
+
+    fn metrics_address(&self) -> Result<SocketAddr, EngineError> {
+        let port = METRICS_PORT_BASE
+            .checked_add(self.port_offset)
+            .ok_or_else(|| EngineError::Config("PORT_OFFSET too large".into()))?;
+        Ok(self.metrics_listen.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], port))))
+    }
 }
 
-/// Pause between retries of a failed server call.
-pub const RETRY_PAUSE: Duration = Duration::from_millis(250);
+/// How the node stopped without an error.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Stopped {
+    /// SIGTERM or Ctrl-C.
+    Signal,
+}
 
-/// Retries `op` while it fails with a server error, counting retries; gives up on other errors.
-pub async fn retry_pg<T, F, Fut>(node: &Node, what: &str, mut op: F) -> Result<T, rtgs_pg::StoreError>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, rtgs_pg::StoreError>>,
-{
-    let mut logged = false;
-    loop {
-        match op().await {
-            Err(e @ (rtgs_pg::StoreError::Pg(_) | rtgs_pg::StoreError::Pool(_))) => {
-                if !logged {
-                    eprintln!("{}: {what}: {e}; retrying until PostgreSQL answers", node.name);
-                    logged = true;
-                }
-                node.stats.pg_retries.fetch_add(1, Ordering::Relaxed);
-                tokio::time::sleep(RETRY_PAUSE).await;
-            }
-            other => {
-                if logged && other.is_ok() {
-                    eprintln!("{}: {what}: PostgreSQL answers again", node.name);
-                }
-                return other;
-            }
+/// Runs the node until a signal stops it (`Ok`) or a task fails or ends (`Err`).
+pub fn run(config: NodeConfig) -> Result<Stopped, EngineError> {
+    config.validate()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(WORKER_THREADS)
+        .enable_all()
+        .build()
+        .map_err(|e| EngineError::io("the runtime", e))?;
+    rt.block_on(serve(config))
+}
+
+async fn serve(config: NodeConfig) -> Result<Stopped, EngineError> {
+    let name = config.name();
+    let status = Arc::new(Status::new(&name, config.center_count, config.plugins.enabled()));
+    let metrics = Arc::new(metrics::Metrics::new(&name, config.center_count));
+    let mut tasks = tokio::task::JoinSet::new();
+    // /metrics answers from the start (also while the servers are awaited).
+    let listener = metrics::bind(config.metrics_address()?).await?;
+    tasks.spawn(metrics::serve(Arc::clone(&metrics), Arc::clone(&status), listener));
+    let started = tokio::select! {
+        started = start(&config, &status, &metrics, &mut tasks) => Some(started),
+        () = shutdown_signal() => None,
+    };
+    let outcome = match started {
+        Some(Ok(())) => wait(&name, &mut tasks).await,
+        Some(Err(e)) => Err(e),
+        None => {
+            eprintln!("{name}: stopping (signal, while starting)");
+            Ok(Stopped::Signal)
         }
+    };
+    // Crash-only (crate docs): dropping the tasks closes the consumers, so the groups see this
+    // member leave at once; everything done is already durable.
+    tasks.abort_all();
+    while tasks.join_next().await.is_some() {}
+    if let Some(file) = &config.status_file {
+        status.write(file);
     }
+    outcome
 }
 
-/// Microseconds since the epoch: the adapters' clock (the core never reads one).
-pub fn now_us() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
-}
-
-pub fn run(args: NodeArgs) -> anyhow::Result<ExitCode> {
-    if !(1..=rtgs_core::limits::CENTER_COUNT_MAX).contains(&args.center_count) {
-        anyhow::bail!("CENTER_COUNT must be 1..={}", rtgs_core::limits::CENTER_COUNT_MAX);
-    }
-    if args.center_id == 0 || usize::from(args.center_id) > args.center_count {
-        anyhow::bail!("CENTER_ID must be 1..={} (got {})", args.center_count, args.center_id);
-    }
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    rt.block_on(serve(args))
-}
-
-async fn serve(args: NodeArgs) -> anyhow::Result<ExitCode> {
-    let name = format!("DC{}", args.center_id);
-    let db = args.db.clone().unwrap_or_else(|| format!("rtgs_dc{}", args.center_id));
-    let (feed_tx, feed_rx) = match args.api.api_config {
+/// Prepares the servers, restores the center and spawns every task.
+async fn start(
+    config: &NodeConfig,
+    status: &Arc<Status>,
+    metrics: &Arc<metrics::Metrics>,
+    tasks: &mut tokio::task::JoinSet<Result<(), EngineError>>,
+) -> Result<(), EngineError> {
+    let name = config.name();
+    let broker = broker::Broker::new(&config.bootstrap, &config.topic_prefix);
+    eprintln!(
+        "{name}: starting (center {} of {}, journal {}, database {}, sequencer database {}, broker {})",
+        config.center.0,
+        config.center_count,
+        broker.topics.journal,
+        config.db,
+        config.seq_db,
+        config.bootstrap
+    );
+    // A bad API config stops the node before it touches anything.
+    let credentials = config.api.as_ref().map(|a| api::credentials(&a.config)).transpose()?;
+    pg::prepare_database(&config.pg, &config.db, Schema::Center).await?;
+    pg::prepare_database(&config.pg, &config.seq_db, Schema::Sequencer).await?;
+    let pool = |db: &str, size| {
+        config.pg.pool(db, size).map_err(|e| EngineError::Config(format!("database {db}: {e}")))
+    };
+    let (center_pool, seq_pool) =
+        (pool(&config.db, CENTER_POOL_CONNECTIONS)?, pool(&config.seq_db, SEQUENCER_POOL_CONNECTIONS)?);
+    rtgs_kafka::topics::ensure(
+        &config.bootstrap,
+        &rtgs_kafka::topics::production_named(&broker.topics),
+        1,
+        TOPICS_TIMEOUT,
+    )
+    .await
+    .map_err(|e| {
+        EngineError::kafka(format!("cannot prepare the topics on the broker at {}", config.bootstrap), e)
+    })?;
+    let retry = pg::PgRetry::new(&name, Arc::clone(&status.pg_retries));
+    let links = plugins::links(&name, config.center, &config.plugins, &broker, status.plugins.clone())?;
+    let (router, adapters) = match links {
+        Some((router, adapters)) => (Some(router), adapters),
+        None => (None, Vec::new()),
+    };
+    let (feed_tx, feed_rx) = match config.api {
         Some(_) => {
-            let (tx, rx) = tokio::sync::mpsc::channel(api::FEED_QUEUE_BATCHES);
+            let (tx, rx) = mpsc::channel(FEED_QUEUE_BATCHES);
             (Some(tx), Some(rx))
         }
         None => (None, None),
     };
-    let node = Arc::new(Node {
-        center: CenterId(args.center_id),
-        center_count: args.center_count,
+    let final_through = Arc::new(AtomicU64::new(0));
+    let started = center::start(center::CenterInputs {
         name: name.clone(),
-        topics: TopicNames::with_prefix(&args.topic_prefix),
-        bootstrap: args.bootstrap.clone(),
-        group_prefix: (args.topic_prefix != "rtgs").then(|| args.topic_prefix.clone()),
-        fault_drop_journal_one_in: args.fault_drop_journal_one_in,
-        fault_drop_acks_one_in: args.fault_drop_acks_one_in,
-        ack_messages: AtomicU64::new(0),
-        idle_tick: !args.no_idle_tick,
-        stats: Stats::default(),
-        read_feed: feed_tx,
-        metrics: metrics::Metrics::new(&name, args.center_count),
-    });
-    // /metrics answers from the start (also while the servers are awaited).
-    let mut tasks = tokio::task::JoinSet::new();
-    tasks.spawn(metrics::serve(Arc::clone(&node), metrics::bind(&args.metrics, args.port_offset).await?));
-    eprintln!(
-        "{name}: starting (center {} of {}, journal {}, database {db}, sequencer database {}, broker {})",
-        args.center_id, args.center_count, node.topics.journal, args.seq_db, args.bootstrap
-    );
-    prepare_database(&args, &db, rtgs_pg::migrate::Schema::Center).await?;
-    prepare_database(&args, &args.seq_db, rtgs_pg::migrate::Schema::Sequencer).await?;
-    let center_pool = args.pg.pool(&db, 4)?;
-    let seq_pool = args.pg.pool(&args.seq_db, 3)?;
-    rtgs_kafka::topics::ensure(
-        &args.bootstrap,
-        &rtgs_kafka::topics::production_named(&node.topics),
-        1,
-        Duration::from_secs(30),
-    )
-    .await
-    .with_context(|| format!("cannot prepare the topics on the broker at {}", args.bootstrap))?;
-
-    // The API's read model starts from the ledger as stored now, before the reader moves on.
-    let api_prepared = api::prepare(&args.api, &center_pool).await?;
-    let (notice_tx, notice_rx) = tokio::sync::mpsc::channel(64);
-    let shared = Arc::new(finality::Shared::default());
-    let plugin_host = plugins::host(node.center, &args.plugins);
-    let (effects_tx, effects_rx) = tokio::sync::mpsc::channel(plugins::EFFECT_QUEUE_BATCHES);
-    if plugin_host.is_some() {
-        node.stats.plugins.enabled.store(true, Ordering::Relaxed);
-        let node = Arc::clone(&node);
-        let plugin_args = args.plugins.clone();
-        tasks.spawn(
-            async move { plugins::run(node, plugin_args, effects_rx).await.context("plugin adapter") },
-        );
-    }
-    let center = center::Center::start(
-        &node,
-        center_pool,
-        seq_pool.clone(),
-        Arc::clone(&shared),
-        notice_tx,
-        plugin_host.map(|h| (h, effects_tx)),
-    )
-    .await
-    .context("cannot start the center")?;
-    {
-        let node = Arc::clone(&node);
-        let seq_pool = seq_pool.clone();
-        tasks.spawn(async move { sequencer::run(node, seq_pool).await.context("sequencer") });
-    }
-    {
-        let node = Arc::clone(&node);
-        let start = center.finality_start();
-        tasks.spawn(async move { finality::run(node, start, shared, notice_rx).await.context("finality") });
-    }
-    for task in center.into_tasks() {
+        center: config.center,
+        center_count: config.center_count,
+        owner_silence: config.owner_silence,
+        broker: broker.clone(),
+        faults: config.faults,
+        store: CenterStore::new(center_pool),
+        outbox: SequencerStore::new(seq_pool.clone()),
+        retry: retry.clone(),
+        plugins: router,
+        feed: feed_tx,
+        final_through: Arc::clone(&final_through),
+        view: Arc::clone(&status.center),
+        commit_stats: Arc::clone(&status.commits),
+        publish_stats: Arc::clone(&status.publish),
+        metrics: Arc::clone(metrics),
+        clock: clock::Clock::start(),
+    })
+    .await?;
+    for task in started.tasks {
         tasks.spawn(task);
     }
-    if let (Some((credentials, ledger)), Some(feed_rx)) = (api_prepared, feed_rx) {
-        let api_tasks = api::start(&node, &args.api, args.port_offset, credentials, ledger, feed_rx)
-            .await
-            .context("cannot start the HTTP API")?;
-        for task in api_tasks {
+    for adapter in adapters {
+        tasks.spawn(adapter.run());
+    }
+    tasks.spawn(sequencer::run(sequencer::SequencerInputs {
+        name: name.clone(),
+        center: config.center,
+        broker: broker.clone(),
+        idle_tick: config.idle_tick,
+        store: SequencerStore::new(seq_pool),
+        retry,
+        stats: Arc::clone(&status.sequencer),
+        metrics: Arc::clone(metrics),
+    }));
+    if let (Some(api), Some(credentials), Some(feed)) = (&config.api, credentials, feed_rx) {
+        let inputs = api::ApiInputs {
+            name: name.clone(),
+            center: config.center,
+            broker,
+            listen: api::listen_address(api.listen, config.port_offset)?,
+            credentials,
+            ledger: started.ledger,
+            feed,
+            final_through,
+        };
+        for task in api::start(inputs).await? {
             tasks.spawn(task);
         }
     }
-    {
-        let node = Arc::clone(&node);
-        let file = args.status_file.clone();
-        let interval = args.status_interval_s;
-        tasks.spawn(async move {
-            report_status(node, file, interval).await;
-            Ok(())
-        });
-    }
+    let line_every = (config.status_interval_s > 0).then(|| Duration::from_secs(config.status_interval_s));
+    let reporter = Arc::clone(status).report(config.status_file.clone(), line_every);
+    tasks.spawn(async move {
+        reporter.await;
+        Ok(())
+    });
     eprintln!("{name}: running");
-    let stop = shutdown_signal();
-    tokio::pin!(stop);
-    let outcome = tokio::select! {
-        _ = &mut stop => {
+    Ok(())
+}
+
+/// Until a signal (`Ok`) or the first task that ends (`Err`: none is meant to).
+async fn wait(
+    name: &str,
+    tasks: &mut tokio::task::JoinSet<Result<(), EngineError>>,
+) -> Result<Stopped, EngineError> {
+    tokio::select! {
+        () = shutdown_signal() => {
             eprintln!("{name}: stopping (signal)");
-            Ok(ExitCode::SUCCESS)
+            Ok(Stopped::Signal)
         }
         Some(done) = tasks.join_next() => match done {
-            Ok(Ok(())) => Err(anyhow::anyhow!("a task ended unexpectedly")),
+            Ok(Ok(())) => Err(EngineError::TaskGone("a task (it ended)")),
             Ok(Err(e)) => Err(e),
-            Err(e) => Err(anyhow::anyhow!("a task failed: {e}")),
+            Err(e) => Err(EngineError::Invariant(error::Invariant(format!("a task failed: {e}")))),
         }
-    };
-    // Dropping the tasks closes the consumers: the group sees this member leave at once.
-    tasks.abort_all();
-    while tasks.join_next().await.is_some() {}
-    write_status(&node, args.status_file.as_deref());
-    outcome
+    }
 }
 
 async fn shutdown_signal() {
@@ -425,82 +333,6 @@ async fn shutdown_signal() {
         }
         Err(_) => {
             let _ = tokio::signal::ctrl_c().await;
-        }
-    }
-}
-
-/// Creates the database if needed and applies the migrations; waits for PostgreSQL to answer.
-async fn prepare_database(args: &NodeArgs, db: &str, schema: rtgs_pg::migrate::Schema) -> anyhow::Result<()> {
-    let conn = |dbname: &str| args.pg.conn_string(dbname);
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let attempt = async {
-            let (admin, driver) = tokio_postgres::connect(&conn("postgres"), tokio_postgres::NoTls).await?;
-            let driver = tokio::spawn(driver);
-            // Three nodes may start together: a concurrent CREATE DATABASE loses the race with
-            // "already exists", which the next attempt sees as done.
-            let created = rtgs_pg::migrate::ensure_database(&admin, db).await;
-            driver.abort();
-            created?;
-            let (mut client, driver) = tokio_postgres::connect(&conn(db), tokio_postgres::NoTls).await?;
-            let driver = tokio::spawn(driver);
-            let applied = rtgs_pg::migrate::migrate(&mut client, schema).await;
-            driver.abort();
-            applied?;
-            Ok::<_, rtgs_pg::StoreError>(())
-        };
-        match attempt.await {
-            Ok(()) => return Ok(()),
-            Err(e) if std::time::Instant::now() < deadline => {
-                eprintln!("database {db}: {e}; retrying");
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-            Err(e) => {
-                return Err(anyhow::anyhow!(
-                    "cannot prepare database {db} on {}: {e} (is PostgreSQL up? scripts/infra-up.sh)",
-                    args.pg.server()
-                ))
-            }
-        }
-    }
-}
-
-fn write_status(node: &Node, file: Option<&std::path::Path>) {
-    let Some(file) = file else { return };
-    let tmp = file.with_extension("tmp");
-    if let Ok(json) = serde_json::to_vec(&node.status()) {
-        if std::fs::write(&tmp, json).is_ok() {
-            let _ = std::fs::rename(&tmp, file);
-        }
-    }
-}
-
-async fn report_status(node: Arc<Node>, file: Option<PathBuf>, interval_s: u64) {
-    let mut tick = tokio::time::interval(Duration::from_millis(200));
-    let mut last_line = std::time::Instant::now();
-    loop {
-        tick.tick().await;
-        write_status(&node, file.as_deref());
-        if interval_s > 0 && last_line.elapsed() >= Duration::from_secs(interval_s) {
-            last_line = std::time::Instant::now();
-            let s = node.status();
-            let v = |k: &str| s[k].to_string();
-            eprintln!(
-                "{}: leader={} epoch={} sequenced={} applied={} committed={} final<{} finalized={} \
-                 gap_pulls={} notices={} pg_retries={}{}",
-                node.name,
-                v("leader"),
-                v("epoch"),
-                v("seq_sequenced"),
-                v("seq_applied"),
-                v("seq_committed"),
-                v("seq_unfinal_first"),
-                v("finalized"),
-                v("gap_pulls"),
-                v("notices"),
-                v("pg_retries"),
-                if s["halted"] == true { " FINALITY HALTED (divergence)" } else { "" }
-            );
         }
     }
 }

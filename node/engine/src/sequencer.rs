@@ -1,9 +1,10 @@
 //! The sequencer instance of one center: leads while it holds the inbound partition.
 //!
-//! Leading, per batch of inbound messages (up to [`SEQUENCER_BATCH_ENTRIES_MAX`] entries):
-//! sequence (core [`Sequencer`]) → record the frames in the outbox with the fenced conditional
-//! update → publish them to the journal → (every few batches) mark them published. A fenced
-//! record means another instance took over: this one steps down at once and forgets its state.
+//! Leading, per batch of inbound messages (up to `SEQUENCER_BATCH_ENTRIES_MAX` entries per frame):
+//! sequence (core [`Sequencer`], a `Tick` whenever one is due, under load too) → record the
+//! frames in the outbox with the fenced conditional update → publish them to the journal →
+//! (every few batches) mark them published. A fenced record ([`LeadError::Fenced`]) means
+//! another instance took over: this one steps down at once and forgets its state.
 //!
 //! Where to resume the inbound topic is PostgreSQL's `sequencer.inbound_offset`, recorded in the
 //! same transaction as each batch, so a new leader neither skips nor re-reads a sequenced
@@ -14,15 +15,24 @@
 //! of the outbox into the sequencer's `bmi` window, so a participant's retry of a payment
 //! sequenced just before the failover is answered as a duplicate, not paid twice.
 
-use super::{now_us, recv_batch, retry_pg, Node};
-use anyhow::Context;
+use crate::broker::{recv_batch, Broker};
+use crate::clock::wall_us;
+use crate::error::{EngineError, Invariant, LeadError};
+use crate::frames;
+use crate::limits::{
+    INBOUND_RECV_BYTES_MAX, INBOUND_WAIT_FOLLOWING, INBOUND_WAIT_LEADING, IN_FLIGHT_MAX,
+    JOURNAL_MESSAGE_ENTRIES_MAX, LEADER_SILENCE_MAX, LEADER_SILENCE_STAGGER, LEASE_CHECK_INTERVAL,
+    LEASE_INTERVAL, MARK_INTERVAL, PRODUCER_FULL_PAUSE, PUBLISH_RETRY_PAUSE, TAKEOVER_DEDUPE_ENTRIES,
+};
+use crate::metrics::Metrics;
+use crate::pg::PgRetry;
+use crate::status::SequencerStats;
 use futures_util::FutureExt;
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
 use rdkafka::{Offset, TopicPartitionList};
 use rtgs_core::codec;
-use rtgs_core::entry::{Command, Entry, Seq};
-use rtgs_core::limits::SEQUENCER_BATCH_ENTRIES_MAX;
+use rtgs_core::entry::{CenterId, Command, Entry, Seq};
 use rtgs_core::sequencer::{Admission, Sequencer};
 use rtgs_kafka::leadership::Leadership;
 use rtgs_kafka::wire::{self, Notice, NoticeStatus};
@@ -33,36 +43,19 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Outbox entries replayed into the dedupe window by a new leader (≈ 2.6 s at 100,000/s; older
-/// retries are sequenced again — the bound is documented in ARCHITECTURE.md).
-pub const TAKEOVER_DEDUPE_ENTRIES: u64 = 262_144;
-/// The leader renews its lease (`sequencer.updated_at`) this often, even when idle. Short, so
-/// that the lease's age tells the time since a leader died within 0.1 s (see
-/// [`LEADER_SILENCE_MAX`]). A recorded batch renews it as well, so the separate one-row update
-/// runs only while fewer than ten batches a second are recorded.
-const LEASE_INTERVAL: Duration = Duration::from_millis(100);
-/// How often a non-leader looks at the lease.
-const LEASE_CHECK_INTERVAL: Duration = Duration::from_millis(100);
-/// A lease older than this means the leader is gone (it exceeds the group session timeout of
-/// 6 s by more than [`LEASE_INTERVAL`], so the broker has expired the dead member by then: a
-/// rejoin before that would have the dead member in the new generation). A member that sees it
-/// rejoins the group: the broker here (tansu 0.6) drops a dead member's heartbeat session but does not
-/// reassign its partition until some member joins; on Apache Kafka the rejoin is a harmless
-/// extra rebalance. The epoch fence keeps any rebalance safe.
-///
-/// Every 0.1 s here counts: with tansu, a rejoin reaches a leader in ≈ 0.3 s when the group's
-/// coordinator-side leader (the member that computes assignments) is the dead one or the
-/// rejoiner, and ≈ 3.3 s otherwise — tansu makes a joining member that is not that leader wait
-/// `PAUSE_MS` = 3 s. So takeover ≈ 6.35 + 0.2 + 0.3 (or 3.3) s.
-const LEADER_SILENCE_MAX: Duration = Duration::from_millis(6_350);
-/// Added per center number (DC1 +0, DC2 +0.1 s, DC3 +0.2 s): orders the survivors; the rejoin
-/// claim makes sure only one of them rejoins.
-const LEADER_SILENCE_STAGGER: Duration = Duration::from_millis(100);
-/// Journal messages published but not yet confirmed by the broker before the leader waits.
-const IN_FLIGHT_MAX: usize = 64;
-/// How often published batches are marked so in the outbox (a new leader republishes at most
-/// this much again; consumers drop the repeats by seq).
-const MARK_INTERVAL: Duration = Duration::from_millis(200);
+/// What the sequencer task is given.
+pub struct SequencerInputs {
+    pub name: String,
+    pub center: CenterId,
+    pub broker: Broker,
+    /// `Tick`s also when nothing is sequenced (off only in drills that compare quiescent
+    /// databases: plugin timers need them).
+    pub idle_tick: bool,
+    pub store: SequencerStore,
+    pub retry: PgRetry,
+    pub stats: Arc<SequencerStats>,
+    pub metrics: Arc<Metrics>,
+}
 
 struct InFlight {
     seq_first: Seq,
@@ -85,10 +78,18 @@ struct Leader {
     leased_at: Instant,
 }
 
-pub async fn run(node: Arc<Node>, pool: deadpool_postgres::Pool) -> anyhow::Result<()> {
-    let store = SequencerStore::new(pool);
-    let (mut consumer, mut leadership) = join_group(&node)?;
-    let producer = rtgs_kafka::clients::producer(&node.bootstrap, &format!("{}-sequencer", node.name))?;
+/// The sequencer task: its inputs, its producer, its group membership.
+struct Instance {
+    i: SequencerInputs,
+    producer: FutureProducer,
+    consumer: StreamConsumer<Leadership>,
+    leadership: Leadership,
+}
+
+pub async fn run(i: SequencerInputs) -> Result<(), EngineError> {
+    let producer = i.broker.producer(&format!("{}-sequencer", i.name))?;
+    let (consumer, leadership) = join_group(&i)?;
+    let mut s = Instance { i, producer, consumer, leadership };
     let mut leader: Option<Leader> = None;
     let mut last_check = Instant::now();
     let mut last_join = Instant::now();
@@ -100,343 +101,373 @@ pub async fn run(node: Arc<Node>, pool: deadpool_postgres::Pool) -> anyhow::Resu
             last_check = Instant::now();
             if let Some(l) = leader.as_mut() {
                 // The lease also checks the fence while idle.
-                let epoch = l.epoch;
+                let (epoch, store) = (l.epoch, &s.i.store);
                 l.leased_at = Instant::now();
-                if !retry_pg(&node, "sequencer lease", || store.heartbeat(epoch)).await? {
-                    eprintln!("{}: sequencer: fenced by a newer leader; stepping down", node.name);
-                    leader = None;
-                    node.stats.leader.store(false, Ordering::Relaxed);
+                if !s.i.retry.get("sequencer lease", || store.heartbeat(epoch)).await? {
+                    eprintln!("{}: sequencer: fenced by a newer leader; stepping down", s.i.name);
+                    leader = s.step_down();
                 }
-            } else if last_join.elapsed() >= LEADER_SILENCE_MAX {
-                let (silence, epoch) =
-                    retry_pg(&node, "sequencer lease check", || store.leader_silence()).await?;
-                // One survivor rejoins per silence: two members joining within one rebalance
-                // cost this broker an extra round (≈ 5 s measured; a 1 s stagger alone was not
-                // enough on a loaded host). The stagger orders the survivors, the claim — a
-                // conditional lease renewal in PostgreSQL — makes the later one stand aside.
-                let stagger = LEADER_SILENCE_STAGGER.as_secs_f64() * f64::from(node.center.0 - 1);
-                let threshold = LEADER_SILENCE_MAX.as_secs_f64() + stagger;
-                if silence >= threshold
-                    && retry_pg(&node, "sequencer rejoin claim", || store.claim_rejoin(threshold)).await?
-                {
-                    eprintln!(
-                        "{}: sequencer: no leader for {silence:.1} s (epoch {epoch}): rejoining group {} to \
-                         force a rebalance",
-                        node.name,
-                        node.group("sequencer")
-                    );
-                    drop(consumer);
-                    (consumer, leadership) = join_group(&node)?;
-                    last_join = Instant::now();
-                }
+            } else if last_join.elapsed() >= LEADER_SILENCE_MAX && s.rejoin_claimed().await? {
+                s.rejoin()?;
+                last_join = Instant::now();
             }
         }
-        if leadership.is_leader() != leader.is_some() {
-            if leadership.is_leader() {
-                leader = Some(take_over(&node, &store, &producer, &consumer).await?);
+        if s.leadership.is_leader() != leader.is_some() {
+            if s.leadership.is_leader() {
+                leader = Some(s.take_over().await?);
             } else {
-                eprintln!("{}: sequencer: stepping down (partition revoked)", node.name);
-                leader = None;
-                node.stats.leader.store(false, Ordering::Relaxed);
+                eprintln!("{}: sequencer: stepping down (partition revoked)", s.i.name);
+                leader = s.step_down();
             }
         }
         // Poll even when not leading: the consumer must keep polling for rebalances to happen.
-        let wait = if leader.is_some() { Duration::from_millis(20) } else { Duration::from_millis(100) };
-        // A command is at least ~40 bytes: this bounds a batch to the sequencer's batch size.
-        let batch =
-            recv_batch(&node, "sequencer: inbound", &consumer, wait, SEQUENCER_BATCH_ENTRIES_MAX * 40).await;
+        let wait = if leader.is_some() { INBOUND_WAIT_LEADING } else { INBOUND_WAIT_FOLLOWING };
+        let who = format!("{}: sequencer: inbound", s.i.name);
+        let batch = recv_batch(&s.consumer, wait, INBOUND_RECV_BYTES_MAX, &who).await;
         let Some(l) = leader.as_mut() else { continue };
-        if !leadership.is_leader() {
+        if !s.leadership.is_leader() {
             // Revoked while waiting: what was read is left for the next leader.
             continue;
         }
-        let result = lead(&node, &store, &producer, &consumer, l, &batch).await;
-        if let Err(e) = result {
-            match e.downcast_ref::<StoreError>() {
-                Some(StoreError::Fenced { .. }) => {
-                    eprintln!("{}: sequencer: fenced by a newer leader ({e}); stepping down", node.name);
-                    leader = None;
-                    node.stats.leader.store(false, Ordering::Relaxed);
-                }
-                _ => return Err(e),
+        match s.lead(l, &batch).await {
+            Ok(()) => {}
+            Err(LeadError::Fenced { epoch, seq_first }) => {
+                eprintln!(
+                    "{}: sequencer: fenced by a newer leader (epoch {epoch} at seq {seq_first}); stepping down",
+                    s.i.name
+                );
+                leader = s.step_down();
             }
+            Err(LeadError::Stop(e)) => return Err(e),
         }
     }
 }
 
 /// A fresh member of group `sequencer` (a new member id: joining triggers a rebalance).
-fn join_group(node: &Node) -> anyhow::Result<(StreamConsumer<Leadership>, Leadership)> {
-    let leadership = Leadership::new(&node.topics.inbound);
+fn join_group(i: &SequencerInputs) -> Result<(StreamConsumer<Leadership>, Leadership), EngineError> {
+    let leadership = Leadership::new(&i.broker.topics.inbound);
     let consumer: StreamConsumer<Leadership> = rtgs_kafka::clients::consumer(
-        &node.bootstrap,
-        &node.group("sequencer"),
-        &format!("{}-sequencer", node.name),
+        &i.broker.bootstrap,
+        &i.broker.group("sequencer"),
+        &format!("{}-sequencer", i.name),
         leadership.clone(),
-    )?;
-    consumer.subscribe(&[&node.topics.inbound]).context("subscribe to the inbound topic")?;
+    )
+    .map_err(|e| EngineError::kafka("the sequencer's consumer", e))?;
+    consumer
+        .subscribe(&[&i.broker.topics.inbound])
+        .map_err(|e| EngineError::kafka("subscribe to the inbound topic", e))?;
     Ok((consumer, leadership))
 }
 
-/// Becomes the leader: bump the epoch in PostgreSQL, rebuild the sequencer from the outbox,
-/// republish what was recorded but not published.
-async fn take_over(
-    node: &Node,
-    store: &SequencerStore,
-    producer: &FutureProducer,
-    consumer: &StreamConsumer<Leadership>,
-) -> anyhow::Result<Leader> {
-    let started = Instant::now();
-    let t = retry_pg(node, "sequencer takeover", || store.take_over(&node.name)).await?;
-    let mut sequencer = Sequencer::new(node.center, 0);
-    if t.last_seq > 0 {
-        let from = t.last_seq.saturating_sub(TAKEOVER_DEDUPE_ENTRIES) + 1;
-        let batches = retry_pg(node, "outbox read", || store.batches(from, t.last_seq)).await?;
-        let mut entries = Vec::new();
-        for b in &batches {
-            codec::decode_frames(&b.frames, &mut entries)
-                .with_context(|| format!("recorded batch {} does not decode", b.seq_first))?;
-        }
-        let Some(first) = entries.first() else {
-            anyhow::bail!("the outbox holds no batch up to recorded seq {}", t.last_seq);
-        };
-        sequencer.resume_at(first.seq, 0, 0);
-        for e in &entries {
-            if e.seq != sequencer.seq_next() {
-                anyhow::bail!(
-                    "the outbox is not gap-free at seq {} (expected {})",
-                    e.seq,
-                    sequencer.seq_next()
-                );
-            }
-            sequencer.recover(e);
-        }
-        if sequencer.seq_next() != t.last_seq + 1 {
-            anyhow::bail!(
-                "the outbox ends at seq {} but the sequencer row says {}",
-                sequencer.seq_next() - 1,
-                t.last_seq
-            );
-        }
+impl Instance {
+    fn step_down(&self) -> Option<Leader> {
+        self.i.stats.leader.store(false, Ordering::Relaxed);
+        None
     }
-    sequencer.begin_epoch(t.epoch);
-    for b in &t.unpublished {
-        let frames = Arc::new(b.frames.clone());
-        publish_confirmed(node, producer, b.seq_first, &frames).await?;
-    }
-    if let Some(last) = t.unpublished.last() {
-        retry_pg(node, "mark republished", || store.mark_published(last.seq_first)).await?;
-    }
-    node.stats.epoch.store(u64::from(t.epoch), Ordering::Relaxed);
-    // Messages read before this instance led were dropped: read on from the recorded offset.
-    seek(node, consumer, t.inbound_offset + 1);
-    node.stats.seq_sequenced.store(t.last_seq, Ordering::Relaxed);
-    node.stats.takeovers.fetch_add(1, Ordering::Relaxed);
-    node.stats.leader.store(true, Ordering::Relaxed);
-    eprintln!(
-        "{}: sequencer: LEADER at epoch {} from seq {} (inbound offset {}, {} batches republished, {:.0} ms)",
-        node.name,
-        t.epoch,
-        t.last_seq + 1,
-        t.inbound_offset,
-        t.unpublished.len(),
-        started.elapsed().as_secs_f64() * 1e3
-    );
-    Ok(Leader {
-        sequencer,
-        epoch: t.epoch,
-        inbound_offset: t.inbound_offset,
-        in_flight: VecDeque::new(),
-        delivered_seq_first: None,
-        last_mark: Instant::now(),
-        leased_at: Instant::now(),
-    })
-}
 
-fn send(node: &Node, producer: &FutureProducer, seq_first: Seq, frames: &Arc<Vec<u8>>) -> DeliveryFuture {
-    let key = seq_first.to_be_bytes();
-    loop {
-        let record = FutureRecord::to(&node.topics.journal).payload(frames.as_slice()).key(&key[..]);
-        match producer.send_result(record) {
-            Ok(delivery) => return delivery,
-            // Queue full: the bound on the client queue is our back-pressure.
-            Err((_, _)) => std::thread::sleep(Duration::from_millis(5)),
+    /// The lease is older than this center's silence threshold and this member claimed the
+    /// rejoin. One survivor rejoins per silence: two members joining within one rebalance cost
+    /// this broker an extra round (≈ 5 s measured; a 1 s stagger alone was not enough on a
+    /// loaded host). The stagger orders the survivors, the claim — a conditional lease renewal
+    /// in PostgreSQL — makes the later one stand aside.
+    async fn rejoin_claimed(&self) -> Result<bool, EngineError> {
+        let store = &self.i.store;
+        let (silence, epoch) = self.i.retry.get("sequencer lease check", || store.leader_silence()).await?;
+        let stagger = LEADER_SILENCE_STAGGER.as_secs_f64() * f64::from(self.i.center.0.saturating_sub(1));
+        let threshold = LEADER_SILENCE_MAX.as_secs_f64() + stagger;
+        if silence < threshold
+            || !self.i.retry.get("sequencer rejoin claim", || store.claim_rejoin(threshold)).await?
+        {
+            return Ok(false);
         }
+        eprintln!(
+            "{}: sequencer: no leader for {silence:.1} s (epoch {epoch}): rejoining group {} to force a rebalance",
+            self.i.name,
+            self.i.broker.group("sequencer")
+        );
+        Ok(true)
     }
-}
 
-/// Publishes and waits for the broker's confirmation, retrying until it comes.
-async fn publish_confirmed(
-    node: &Node,
-    producer: &FutureProducer,
-    seq_first: Seq,
-    frames: &Arc<Vec<u8>>,
-) -> anyhow::Result<()> {
-    loop {
-        match send(node, producer, seq_first, frames).await {
-            Ok(Ok(_)) => return Ok(()),
-            Ok(Err((e, _))) => eprintln!("{}: sequencer: publish of seq {seq_first}: {e}; again", node.name),
-            Err(_) => eprintln!("{}: sequencer: publish of seq {seq_first} cancelled; again", node.name),
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    /// Leaves the group (dropping the consumer) and joins it again with a new member id.
+    fn rejoin(&mut self) -> Result<(), EngineError> {
+        let (consumer, leadership) = join_group(&self.i)?;
+        (self.consumer, self.leadership) = (consumer, leadership);
+        Ok(())
     }
-}
 
-/// One round as leader: sequence `batch` (or a Tick when idle), record, publish.
-async fn lead(
-    node: &Node,
-    store: &SequencerStore,
-    producer: &FutureProducer,
-    consumer: &StreamConsumer<Leadership>,
-    l: &mut Leader,
-    batch: &[(i64, Vec<u8>)],
-) -> anyhow::Result<()> {
-    let now = now_us();
-    let mut commands: Vec<Command> = Vec::new();
-    let mut last_offset = l.inbound_offset;
-    let mut seek_to = None;
-    for (offset, payload) in batch {
-        if *offset <= last_offset {
-            continue; // sequenced by this or an earlier leader
+    /// Becomes the leader: bump the epoch in PostgreSQL, rebuild the sequencer from the outbox,
+    /// republish what was recorded but not published.
+    async fn take_over(&self) -> Result<Leader, EngineError> {
+        let (i, started) = (&self.i, Instant::now());
+        let store = &i.store;
+        let t = i.retry.get("sequencer takeover", || store.take_over(&i.name)).await?;
+        let mut sequencer = Sequencer::new(i.center, 0);
+        if t.last_seq > 0 {
+            let from = t.last_seq.saturating_sub(TAKEOVER_DEDUPE_ENTRIES) + 1;
+            let batches = i.retry.get("outbox read", || store.batches(from, t.last_seq)).await?;
+            recover(&mut sequencer, &batches, t.last_seq)?;
         }
-        if *offset > last_offset + 1 {
-            // Inbound offsets are contiguous (no transactions, no compaction): a message was not
-            // seen here (read before this instance led). Go back for it; never skip one.
-            seek_to = Some(last_offset + 1);
-            break;
+        sequencer.begin_epoch(t.epoch);
+        for b in &t.unpublished {
+            let frames = Arc::new(b.frames.clone());
+            self.publish_confirmed(b.seq_first, &frames).await;
         }
-        last_offset = *offset;
-        if codec::decode_commands_frames(payload, &mut commands).is_err() {
-            // Input error: the message is dropped whole, counted and reported.
-            node.stats.malformed_inbound.fetch_add(1, Ordering::Relaxed);
-            eprintln!("{}: sequencer: inbound offset {offset} is not a commands frame; dropped", node.name);
+        if let Some(last) = t.unpublished.last() {
+            i.retry.get("mark republished", || store.mark_published(last.seq_first)).await?;
         }
-    }
-    let mut entries = Vec::with_capacity(commands.len());
-    let mut admissions = Vec::with_capacity(commands.len());
-    let bmis: Vec<_> = commands.iter().map(|c| c.bmi).collect();
-    l.sequencer.handle_commands(now, commands, &mut entries, &mut admissions);
-    if entries.is_empty() && node.idle_tick {
-        if let Some(tick) = l.sequencer.poll_tick(now) {
-            entries.push(tick);
-        }
-    }
-    let refusals: Vec<Notice> = admissions
-        .iter()
-        .zip(&bmis)
-        .filter_map(|(a, bmi)| match a {
-            Admission::Conflict(seq) => Some(Notice { seq: *seq, status: NoticeStatus::Refused, bmi: *bmi }),
-            _ => None,
+        i.stats.epoch.store(u64::from(t.epoch), Ordering::Relaxed);
+        // Messages read before this instance led were dropped: read on from the recorded offset.
+        self.seek(t.inbound_offset + 1);
+        i.stats.seq_sequenced.store(t.last_seq, Ordering::Relaxed);
+        i.stats.takeovers.fetch_add(1, Ordering::Relaxed);
+        i.stats.leader.store(true, Ordering::Relaxed);
+        eprintln!(
+            "{}: sequencer: LEADER at epoch {} from seq {} (inbound offset {}, {} batches republished, {:.0} ms)",
+            i.name,
+            t.epoch,
+            t.last_seq + 1,
+            t.inbound_offset,
+            t.unpublished.len(),
+            started.elapsed().as_secs_f64() * 1e3
+        );
+        Ok(Leader {
+            sequencer,
+            epoch: t.epoch,
+            inbound_offset: t.inbound_offset,
+            in_flight: VecDeque::new(),
+            delivered_seq_first: None,
+            last_mark: Instant::now(),
+            leased_at: Instant::now(),
         })
-        .collect();
-    if !refusals.is_empty() {
-        node.stats.refusals.fetch_add(refusals.len() as u64, Ordering::Relaxed);
-        let body = wire::encode_notices(&refusals);
-        // Best effort: a lost refusal is answered again on the participant's retry.
-        let _ = producer.send_result(FutureRecord::<(), _>::to(&node.topics.notify).payload(&body));
     }
-    if !entries.is_empty() {
-        for chunk in entries.chunks(SEQUENCER_BATCH_ENTRIES_MAX) {
-            record_and_publish(node, store, producer, l, chunk, last_offset).await?;
+
+    fn send(&self, seq_first: Seq, frames: &Arc<Vec<u8>>) -> DeliveryFuture {
+        let key = seq_first.to_be_bytes();
+        loop {
+            let record =
+                FutureRecord::to(&self.i.broker.topics.journal).payload(frames.as_slice()).key(&key[..]);
+            match self.producer.send_result(record) {
+                Ok(delivery) => return delivery,
+                // Queue full: the bound on the client queue is our back-pressure.
+                Err((_, _)) => std::thread::sleep(PRODUCER_FULL_PAUSE),
+            }
         }
-    } else if last_offset > l.inbound_offset {
-        // Only retries: nothing to record; re-reading them after a failover is harmless.
-        l.inbound_offset = last_offset;
     }
-    if let Some(offset) = seek_to {
-        seek(node, consumer, offset);
-    }
-    settle_deliveries(node, store, producer, consumer, l, false).await
-}
 
-/// Moves the inbound consumer to `offset` (the next message to sequence).
-fn seek(node: &Node, consumer: &StreamConsumer<Leadership>, offset: i64) {
-    let result = tokio::task::block_in_place(|| {
-        consumer.seek(&node.topics.inbound, 0, Offset::Offset(offset), Duration::from_secs(5))
-    });
-    match result {
-        Ok(()) => eprintln!("{}: sequencer: inbound resumes at offset {offset}", node.name),
-        Err(e) => eprintln!("{}: sequencer: cannot seek the inbound topic to {offset}: {e}", node.name),
-    }
-}
-
-async fn record_and_publish(
-    node: &Node,
-    store: &SequencerStore,
-    producer: &FutureProducer,
-    l: &mut Leader,
-    entries: &[Entry],
-    inbound_offset: i64,
-) -> anyhow::Result<()> {
-    let (Some(first), Some(last)) = (entries.first(), entries.last()) else { return Ok(()) };
-    let mut frames = Vec::with_capacity(entries.len() * 72);
-    codec::encode_frame(entries, &mut frames);
-    let batch = OutboxBatch { seq_first: first.seq, seq_last: last.seq, epoch: l.epoch, frames };
-    // Durable before publish. A lost connection leaves the commit's outcome unknown: look
-    // before recording again (a second attempt after a commit would be fenced by itself).
-    loop {
-        match store.record_batch(&batch, inbound_offset).await {
-            Ok(()) => break,
-            Err(e @ (StoreError::Pg(_) | StoreError::Pool(_))) => {
-                node.stats.pg_retries.fetch_add(1, Ordering::Relaxed);
-                eprintln!("{}: sequencer: recording seq {}: {e}; retrying", node.name, batch.seq_first);
-                tokio::time::sleep(super::RETRY_PAUSE).await;
-                if retry_pg(node, "outbox check", || store.is_recorded(batch.seq_first, batch.epoch)).await? {
-                    break;
+    /// Publishes and waits for the broker's confirmation, retrying until it comes.
+    async fn publish_confirmed(&self, seq_first: Seq, frames: &Arc<Vec<u8>>) {
+        loop {
+            match self.send(seq_first, frames).await {
+                Ok(Ok(_)) => return,
+                Ok(Err((e, _))) => {
+                    eprintln!("{}: sequencer: publish of seq {seq_first}: {e}; again", self.i.name)
+                }
+                Err(_) => {
+                    eprintln!("{}: sequencer: publish of seq {seq_first} cancelled; again", self.i.name)
                 }
             }
-            Err(e) => return Err(e.into()),
+            tokio::time::sleep(PUBLISH_RETRY_PAUSE).await;
         }
     }
-    l.leased_at = Instant::now();
-    l.inbound_offset = l.inbound_offset.max(inbound_offset);
-    node.stats.seq_sequenced.store(batch.seq_last, Ordering::Relaxed);
-    node.metrics.sequenced(entries.len());
-    let frames = Arc::new(batch.frames);
-    let delivery = send(node, producer, batch.seq_first, &frames);
-    l.in_flight.push_back(InFlight { seq_first: batch.seq_first, frames, delivery });
-    Ok(())
-}
 
-/// Collects the broker's confirmations in order (republishing a failed one), and every
-/// [`MARK_INTERVAL`] marks the confirmed batches published and hints the inbound offset.
-async fn settle_deliveries(
-    node: &Node,
-    store: &SequencerStore,
-    producer: &FutureProducer,
-    consumer: &StreamConsumer<Leadership>,
-    l: &mut Leader,
-    all: bool,
-) -> anyhow::Result<()> {
-    loop {
-        let must_wait = all || l.in_flight.len() > IN_FLIGHT_MAX;
-        let Some(front) = l.in_flight.front_mut() else { break };
-        let result =
-            if must_wait { Some((&mut front.delivery).await) } else { (&mut front.delivery).now_or_never() };
-        let Some(result) = result else { break };
-        let front = l.in_flight.pop_front().unwrap_or_else(|| unreachable!("front exists"));
+    /// One round as leader: sequence `batch` (and a Tick when one is due), record, publish.
+    async fn lead(&self, l: &mut Leader, batch: &[(i64, Vec<u8>)]) -> Result<(), LeadError> {
+        let now = wall_us();
+        let mut commands: Vec<Command> = Vec::new();
+        let mut last_offset = l.inbound_offset;
+        let mut seek_to = None;
+        for (offset, payload) in batch {
+            if *offset <= last_offset {
+                continue; // sequenced by this or an earlier leader
+            }
+            if *offset > last_offset + 1 {
+                // Inbound offsets are contiguous (no transactions, no compaction): a message was
+                // not seen here (read before this instance led). Go back for it; never skip one.
+                seek_to = Some(last_offset + 1);
+                break;
+            }
+            last_offset = *offset;
+            if codec::decode_commands_frames(payload, &mut commands).is_err() {
+                // Input error: the message is dropped whole, counted and reported.
+                self.i.stats.malformed_inbound.fetch_add(1, Ordering::Relaxed);
+                eprintln!(
+                    "{}: sequencer: inbound offset {offset} is not a commands frame; dropped",
+                    self.i.name
+                );
+            }
+        }
+        let mut entries = Vec::with_capacity(commands.len() + 1);
+        let mut admissions = Vec::with_capacity(commands.len());
+        let bmis: Vec<_> = commands.iter().map(|c| c.bmi).collect();
+        l.sequencer.handle_commands(now, commands, &mut entries, &mut admissions);
+        // Time never stops: a Tick whenever one is due, with a batch as when idle (mission.md
+        // §3.4). Without idle ticks (drills) only batches carry them.
+        if !entries.is_empty() || self.i.idle_tick {
+            if let Some(tick) = l.sequencer.poll_tick(now) {
+                entries.push(tick);
+            }
+        }
+        self.refuse(&admissions, &bmis);
+        if !entries.is_empty() {
+            let ranges = frames::cut(&entries, JOURNAL_MESSAGE_ENTRIES_MAX, frames::entry_bytes);
+            let (count, recorded) = (ranges.len(), l.inbound_offset);
+            for (k, range) in ranges.into_iter().enumerate() {
+                // The batch's inbound offset goes with its last frame only: a leader that dies
+                // after recording the first frames lets its successor read those messages again
+                // (their commands then meet the dedupe window), never skip the rest.
+                let offset = if k + 1 == count { last_offset } else { recorded };
+                self.record_and_publish(l, &entries[range], offset).await?;
+            }
+        } else if last_offset > l.inbound_offset {
+            // Only retries: nothing to record; re-reading them after a failover is harmless.
+            l.inbound_offset = last_offset;
+        }
+        if let Some(offset) = seek_to {
+            self.seek(offset);
+        }
+        self.settle_deliveries(l, false).await
+    }
+
+    /// Conflicting `bmi`s are refused (DUPL) with a notice to their origin's participants. Best
+    /// effort: a lost refusal is answered again on the participant's retry.
+    fn refuse(&self, admissions: &[Admission], bmis: &[rtgs_core::entry::Bmi]) {
+        let refusals: Vec<Notice> = admissions
+            .iter()
+            .zip(bmis)
+            .filter_map(|(a, bmi)| match a {
+                Admission::Conflict(seq) => {
+                    Some(Notice { seq: *seq, status: NoticeStatus::Refused, bmi: *bmi })
+                }
+                _ => None,
+            })
+            .collect();
+        if !refusals.is_empty() {
+            self.i.stats.refusals.fetch_add(refusals.len() as u64, Ordering::Relaxed);
+            let body = wire::encode_notices(&refusals);
+            let _ = self
+                .producer
+                .send_result(FutureRecord::<(), _>::to(&self.i.broker.topics.notify).payload(&body));
+        }
+    }
+
+    /// Moves the inbound consumer to `offset` (the next message to sequence).
+    fn seek(&self, offset: i64) {
+        let topic = &self.i.broker.topics.inbound;
+        let result = tokio::task::block_in_place(|| {
+            self.consumer.seek(topic, 0, Offset::Offset(offset), Duration::from_secs(5))
+        });
         match result {
-            Ok(Ok(_)) => l.delivered_seq_first = Some(front.seq_first),
-            _ => {
+            Ok(()) => eprintln!("{}: sequencer: inbound resumes at offset {offset}", self.i.name),
+            Err(e) => eprintln!("{}: sequencer: cannot seek the inbound topic to {offset}: {e}", self.i.name),
+        }
+    }
+
+    async fn record_and_publish(
+        &self,
+        l: &mut Leader,
+        entries: &[Entry],
+        inbound_offset: i64,
+    ) -> Result<(), LeadError> {
+        let (Some(first), Some(last)) = (entries.first(), entries.last()) else { return Ok(()) };
+        let mut frames = Vec::with_capacity(entries.len() * 72);
+        codec::encode_frame(entries, &mut frames);
+        let batch = OutboxBatch { seq_first: first.seq, seq_last: last.seq, epoch: l.epoch, frames };
+        // Durable before publish. A lost connection leaves the commit's outcome unknown: look
+        // before recording again (a second attempt after a commit would be fenced by itself).
+        let store = &self.i.store;
+        let recorded = self
+            .i
+            .retry
+            .write(
+                "sequencer: recording a batch",
+                || store.record_batch(&batch, inbound_offset),
+                || store.is_recorded(batch.seq_first, batch.epoch),
+            )
+            .await;
+        match recorded {
+            Ok(_) => {}
+            Err(StoreError::Fenced { epoch, seq_first }) => {
+                return Err(LeadError::Fenced { epoch, seq_first })
+            }
+            Err(e) => return Err(EngineError::store(format!("recording seq {}", batch.seq_first), e).into()),
+        }
+        l.leased_at = Instant::now();
+        l.inbound_offset = l.inbound_offset.max(inbound_offset);
+        self.i.stats.seq_sequenced.store(batch.seq_last, Ordering::Relaxed);
+        self.i.metrics.sequenced(entries.len());
+        let frames = Arc::new(batch.frames);
+        let delivery = self.send(batch.seq_first, &frames);
+        l.in_flight.push_back(InFlight { seq_first: batch.seq_first, frames, delivery });
+        Ok(())
+    }
+
+    /// Collects the broker's confirmations in order (republishing a failed one), and every
+    /// [`MARK_INTERVAL`] marks the confirmed batches published and hints the inbound offset.
+    async fn settle_deliveries(&self, l: &mut Leader, all: bool) -> Result<(), LeadError> {
+        loop {
+            let must_wait = all || l.in_flight.len() > IN_FLIGHT_MAX;
+            let Some(front) = l.in_flight.front_mut() else { break };
+            let result = if must_wait {
+                Some((&mut front.delivery).await)
+            } else {
+                (&mut front.delivery).now_or_never()
+            };
+            let Some(result) = result else { break };
+            let Some(front) = l.in_flight.pop_front() else { break };
+            if !matches!(result, Ok(Ok(_))) {
                 // Not confirmed: publish again (centers reorder by seq and drop repeats).
                 eprintln!(
                     "{}: sequencer: journal publish of seq {} failed; again",
-                    node.name, front.seq_first
+                    self.i.name, front.seq_first
                 );
-                publish_confirmed(node, producer, front.seq_first, &front.frames).await?;
-                l.delivered_seq_first = Some(front.seq_first);
+                self.publish_confirmed(front.seq_first, &front.frames).await;
+            }
+            l.delivered_seq_first = Some(front.seq_first);
+        }
+        if l.last_mark.elapsed() >= MARK_INTERVAL {
+            l.last_mark = Instant::now();
+            if let Some(seq_first) = l.delivered_seq_first.take() {
+                let store = &self.i.store;
+                self.i.retry.get("mark published", || store.mark_published(seq_first)).await?;
+            }
+            if l.inbound_offset >= 0 {
+                let mut tpl = TopicPartitionList::new();
+                let topic = &self.i.broker.topics.inbound;
+                let _ = tpl.add_partition_offset(topic, 0, Offset::Offset(l.inbound_offset + 1));
+                let _ = self.consumer.commit(&tpl, CommitMode::Async);
             }
         }
+        Ok(())
     }
-    if l.last_mark.elapsed() >= MARK_INTERVAL {
-        l.last_mark = Instant::now();
-        if let Some(seq_first) = l.delivered_seq_first.take() {
-            retry_pg(node, "mark published", || store.mark_published(seq_first)).await?;
+}
+
+/// Rebuilds the sequencer's `bmi` window from the recorded batches up to `last_seq`, checking
+/// that they are gap-free and end where the sequencer row says.
+fn recover(sequencer: &mut Sequencer, batches: &[OutboxBatch], last_seq: Seq) -> Result<(), Invariant> {
+    let mut entries = Vec::new();
+    for b in batches {
+        codec::decode_frames(&b.frames, &mut entries)
+            .map_err(|e| Invariant(format!("recorded batch {} does not decode: {e}", b.seq_first)))?;
+    }
+    let Some(first) = entries.first() else {
+        return Err(Invariant(format!("the outbox holds no batch up to recorded seq {last_seq}")));
+    };
+    sequencer.resume_at(first.seq, 0, 0);
+    for e in &entries {
+        if e.seq != sequencer.seq_next() {
+            return Err(Invariant(format!(
+                "the outbox is not gap-free at seq {} (expected {})",
+                e.seq,
+                sequencer.seq_next()
+            )));
         }
-        if l.inbound_offset >= 0 {
-            let mut tpl = TopicPartitionList::new();
-            let _ = tpl.add_partition_offset(&node.topics.inbound, 0, Offset::Offset(l.inbound_offset + 1));
-            let _ = consumer.commit(&tpl, CommitMode::Async);
-        }
+        sequencer.recover(e);
+    }
+    if sequencer.seq_next() != last_seq + 1 {
+        return Err(Invariant(format!(
+            "the outbox ends at seq {} but the sequencer row says {last_seq}",
+            sequencer.seq_next() - 1
+        )));
     }
     Ok(())
 }
