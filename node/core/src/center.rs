@@ -397,6 +397,8 @@ pub struct Center {
     seq_overflow_max: Seq,
     /// The last journal delivery (lost-tail timer).
     delivered_at_us: u64,
+    /// The last `handle_timeout` (timers expired before it were looked at then).
+    timed_out_at_us: u64,
     /// An outstanding pull: its last seq and when it was asked.
     pull_sent: Option<(Seq, u64)>,
     pulls: Vec<Pull>,
@@ -454,6 +456,7 @@ impl Center {
             seq_delivered_max: seq_applied,
             seq_overflow_max: 0,
             delivered_at_us: now_us,
+            timed_out_at_us: now_us,
             pull_sent: None,
             pulls: Vec::new(),
             catch_up_seq,
@@ -585,6 +588,7 @@ impl Center {
 
     /// Time passed: gap and tail timers, finality standing still, the owner failure detector.
     pub fn handle_timeout(&mut self, now_us: u64) {
+        self.timed_out_at_us = now_us;
         self.plan_pulls(now_us);
         self.maybe_go_live(now_us);
         let unfinal = self.finalizer.seq_unfinal_first();
@@ -609,12 +613,16 @@ impl Center {
         }
     }
 
-    /// When `handle_timeout` should be called next (at the latest).
+    /// When `handle_timeout` should be called next (at the latest). A timer that expired and was
+    /// looked at without its rule being met stays expired; it is looked at again no sooner than
+    /// [`limits::TIMER_RESOLUTION_US`] after the last look, so a driver that sleeps until this
+    /// never spins.
     pub fn poll_timeout(&self) -> u64 {
         let c = &self.config;
         let mut next = self.delivered_at_us.saturating_add(c.gap_timeout_us);
         next = next.min(self.acks.stalled_since().saturating_add(c.reack_after_us));
-        next.min(self.owner.next_check_us(c.owner_silence_us))
+        next = next.min(self.owner.next_check_us(c.owner_silence_us));
+        next.max(self.timed_out_at_us.saturating_add(limits::TIMER_RESOLUTION_US))
     }
 
     /// Moves everything the center asks of its driver into `out` (appending).

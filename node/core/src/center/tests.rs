@@ -551,3 +551,27 @@ fn commits_merge_keeping_the_newest_rows_and_all_progress() {
     let now: Vec<(u64, u64)> = l.accounts().iter().map(|a| (a.id.0, a.balance_minor)).collect();
     assert_eq!(balances, now, "each account once, as it is now");
 }
+
+/// A driver sleeps until `poll_timeout`: a center with nothing pending must not ask to be woken
+/// at once again and again (the production center task spun at 100 % of a core when idle).
+#[test]
+fn an_idle_center_asks_for_no_timeout_it_has_just_had() {
+    let mut c = Cluster::new(3, 9, |i| config(i, 3));
+    for i in 0..3 {
+        c.deliver(i, 1..=9);
+    }
+    c.settle();
+    // Long after every timer (gap, stall, owner silence) expired, with nothing left to do.
+    c.tick(10 * limits::OWNER_SILENCE_US);
+    for center in &c.centers {
+        assert!(
+            center.poll_timeout() > c.now,
+            "{} asks to be woken at {} though it was just woken at {}",
+            center.id(),
+            center.poll_timeout(),
+            c.now
+        );
+    }
+    // An expired rule whose condition may still change is looked at again, soon.
+    assert!(c.centers[0].poll_timeout() <= c.now + limits::GAP_TIMEOUT_US);
+}
