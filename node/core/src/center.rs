@@ -39,6 +39,9 @@
 //! window of the lowest of them — every rewind admits at least half a window, and finality never
 //! waits on a dropped ack before that (they are all at least a window beyond where finality was).
 //!
+//! **A restart** asks for its committed but unfinal acks again at once ([`Outputs::reack_from`]),
+//! as a stall would later: a crash between a commit and its acks loses those acks.
+//!
 //! **Finality that stands still**: when the oldest unfinal seq has not moved for
 //! [`CenterConfig::reack_after_us`] while this center has committed it, the center asks its
 //! driver to publish its own committed acks from there again ([`Outputs::reack_from`]: an ack
@@ -472,6 +475,13 @@ impl Center {
             stats: CenterStats::default(),
             config,
         };
+        // Committed before the restart but not final: whether their acks went out before it
+        // stopped is unknown (a crash between commit and publish loses them), and with one
+        // center down finality needs every one. Ask for them again now rather than after
+        // finality has stood still for `reack_after_us` (acks are idempotent).
+        if !center.config.commit_on_apply && seq_applied >= seq_unfinal_first {
+            center.reack_from = Some(seq_unfinal_first);
+        }
         center.maybe_go_live(now_us);
         center
     }
