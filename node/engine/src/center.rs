@@ -31,7 +31,8 @@ use crate::broker::Broker;
 use crate::clock::{wall_us, Clock};
 use crate::error::{EngineError, Invariant};
 use crate::limits::{
-    ACK_QUEUE_BATCHES, COMMIT_QUEUE_COMMITS, JOURNAL_QUEUE_BATCHES, PUBLISH_QUEUE_ITEMS, TIMELINE_RUNS_MAX,
+    ACK_QUEUE_BATCHES, COMMIT_QUEUE_COMMITS, JOURNAL_QUEUE_BATCHES, MERGED_COMMIT_ENTRIES_MAX,
+    PUBLISH_QUEUE_ITEMS, TIMELINE_RUNS_MAX,
 };
 use crate::metrics::{Metrics, Timeline};
 use crate::pg::PgRetry;
@@ -202,6 +203,7 @@ pub async fn start(i: CenterInputs) -> Result<Started, EngineError> {
         rewind: rewind_tx,
         ack_generation: 0,
         commits: commit_tx,
+        pending: None,
         publish: publish_tx,
         outbox: i.outbox,
         retry: i.retry,
@@ -243,6 +245,9 @@ struct Driver {
     /// Ack batches of an older generation were read before a rewind: dropped.
     ack_generation: u64,
     commits: mpsc::Sender<CommitJob>,
+    /// Commits merged here while the committer's queue is full (one transaction when it has
+    /// room: batch on every hop).
+    pending: Option<CommitJob>,
     publish: mpsc::Sender<Outgoing>,
     outbox: SequencerStore,
     retry: PgRetry,
@@ -264,6 +269,8 @@ impl Driver {
             let wake = self.clock.instant(self.center.poll_timeout());
             let journal_turn = self.journal_turn;
             self.journal_turn = !journal_turn;
+            // A handle of its own: its permit must not borrow `self` while the other arms do.
+            let commits = self.commits.clone();
             // Answers first (cheap, and they release acks and notices); the timer last, so that
             // after a stall what arrived is seen before a quiet journal is concluded.
             tokio::select! {
@@ -277,6 +284,12 @@ impl Driver {
                     changed.map_err(|_| EngineError::TaskGone("publisher"))?;
                     let seq = *self.announced.borrow_and_update();
                     self.center.handle_announced(seq);
+                }
+                permit = commits.reserve(), if self.pending.is_some() => {
+                    let permit = permit.map_err(|_| EngineError::TaskGone("committer"))?;
+                    if let Some(job) = self.pending.take() {
+                        permit.send(job);
+                    }
                 }
                 input = next_input(&mut self.journal, &mut self.acks, journal_turn) => match input {
                     Input::Journal(batch) => self.on_journal(batch.ok_or(EngineError::TaskGone("journal reader"))?),
@@ -362,8 +375,8 @@ impl Driver {
         }
         if let Some(from) = self.out.reack_from.take() {
             eprintln!(
-                "{}: finality stands at seq {from} with it committed here: publishing this center's acks \
-                 from there again",
+                "{}: publishing this center's acks from seq {from} again (finality stands there with it \
+                 committed here, or this center restarted)",
                 self.name
             );
             outgoing.push(Outgoing::Reack(from));
@@ -395,6 +408,9 @@ impl Driver {
         Ok(())
     }
 
+    /// Hands a commit to the committer, or merges it into the one waiting for room there. Beyond
+    /// [`MERGED_COMMIT_ENTRIES_MAX`] entries waiting, this task waits for the committer
+    /// (back-pressure: the center runs no further ahead of what is durable).
     async fn send_commit(&mut self, commit: Commit) -> Result<(), EngineError> {
         let plugins = match (self.plugins.as_mut(), commit.seq_last()) {
             (Some(router), Some(last)) => router.save(self.center.host(), last, commit.plugins_changed),
@@ -403,7 +419,26 @@ impl Driver {
         // Applied now: their timestamps go on the quorum timeline.
         self.timeline.applied(&commit.entries, wall_us(), self.metrics.quorum_latency());
         let job = CommitJob { commit, plugins };
-        self.commits.send(job).await.map_err(|_| EngineError::TaskGone("committer"))
+        let job = match self.pending.take() {
+            Some(mut pending) => {
+                pending.merge(job);
+                pending
+            }
+            None => job,
+        };
+        match self.commits.try_send(job) {
+            Ok(()) => Ok(()),
+            Err(mpsc::error::TrySendError::Full(job))
+                if job.commit.applied.len() >= MERGED_COMMIT_ENTRIES_MAX =>
+            {
+                self.commits.send(job).await.map_err(|_| EngineError::TaskGone("committer"))
+            }
+            Err(mpsc::error::TrySendError::Full(job)) => {
+                self.pending = Some(job);
+                Ok(())
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => Err(EngineError::TaskGone("committer")),
+        }
     }
 
     /// Reads `pull` back from the sequencer's outbox and hands it to the `Center`.

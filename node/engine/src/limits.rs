@@ -88,8 +88,9 @@ pub const JOURNAL_QUEUE_BATCHES: usize = 8;
 /// Decoded ack batches waiting for the center task (each ≤ [`ACK_RECV_BYTES_MAX`] plus one
 /// message).
 pub const ACK_QUEUE_BATCHES: usize = 8;
-/// Commits waiting for the committer (each ≤ a gap buffer's worth of entries, see below).
-pub const COMMIT_QUEUE_COMMITS: usize = 32;
+/// Commits waiting for the committer; behind them the center task merges what comes into one
+/// (up to [`MERGED_COMMIT_ENTRIES_MAX`] entries, then it waits for the committer).
+pub const COMMIT_QUEUE_COMMITS: usize = 2;
 /// Acks, re-ack requests, notices and commands waiting for the publisher.
 pub const PUBLISH_QUEUE_ITEMS: usize = 64;
 /// Effect batches waiting for a plugin's adapter task.
@@ -108,7 +109,8 @@ pub const API_EVENT_QUEUE: usize = 1_024;
 // ---- commits ----------------------------------------------------------------------------------
 
 /// Commits that queued up behind a running one are merged into one transaction up to about this
-/// many entries (a catching-up center writes each changed balance once per merged commit).
+/// many entries (a catching-up center writes each changed balance once per merged commit); the
+/// center task waits for the committer beyond it.
 pub const MERGED_COMMIT_ENTRIES_MAX: usize = 131_072;
 /// A commit of finality progress alone waits this long for more to merge with (a commit is one
 /// fsync; progress lags, which a restart only pays for by reading more acks again).

@@ -29,7 +29,8 @@ pub struct CommitJob {
 }
 
 impl CommitJob {
-    fn merge(&mut self, next: CommitJob) {
+    /// `self` then `next` as one commit.
+    pub fn merge(&mut self, next: CommitJob) {
         self.commit.merge(next.commit);
         self.plugins.merge(next.plugins);
     }
