@@ -333,6 +333,19 @@ pub struct Outputs {
 }
 
 impl Outputs {
+    /// Nothing asked (`checkpoint_due` aside: it is a flag, not a request to move anything).
+    pub fn is_empty(&self) -> bool {
+        self.acks.is_empty()
+            && self.reack_from.is_none()
+            && self.ack_rewind.is_none()
+            && self.pulls.is_empty()
+            && self.commits.is_empty()
+            && self.notices.is_empty()
+            && self.effects.is_empty()
+            && self.commands.is_empty()
+            && self.alarms.is_empty()
+    }
+
     pub fn clear(&mut self) {
         self.acks.clear();
         self.reack_from = None;

@@ -155,16 +155,7 @@ impl Cluster {
         loop {
             let mut out = Outputs::default();
             self.centers[i].poll_output(&mut out);
-            let empty = out.commits.is_empty()
-                && out.acks.is_empty()
-                && out.pulls.is_empty()
-                && out.notices.is_empty()
-                && out.reack_from.is_none()
-                && out.ack_rewind.is_none()
-                && out.effects.is_empty()
-                && out.commands.is_empty()
-                && out.alarms.is_empty();
-            if empty {
+            if out.is_empty() {
                 return;
             }
             self.take(i, out);
