@@ -352,7 +352,7 @@ impl Driver {
     async fn drain(&mut self) -> Result<(), EngineError> {
         loop {
             self.center.poll_output(&mut self.out);
-            if outputs_empty(&self.out) {
+            if self.out.is_empty() {
                 return Ok(());
             }
             self.dispatch().await?;
@@ -512,16 +512,4 @@ async fn next_input(
             batch = journal.recv() => Input::Journal(batch),
         }
     }
-}
-
-fn outputs_empty(out: &Outputs) -> bool {
-    out.acks.is_empty()
-        && out.reack_from.is_none()
-        && out.ack_rewind.is_none()
-        && out.pulls.is_empty()
-        && out.commits.is_empty()
-        && out.notices.is_empty()
-        && out.effects.is_empty()
-        && out.commands.is_empty()
-        && out.alarms.is_empty()
 }
