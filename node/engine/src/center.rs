@@ -318,7 +318,12 @@ impl Driver {
         for m in batch.messages {
             let before = self.center.seq_unfinal_first();
             self.center.handle_acks(m.from, &m.acks, m.offset, self.clock.now_us());
-            if let (Some(seen), Some(last)) = (self.local.seq_acked.get_mut(m.from.index()), m.acks.last()) {
+            // How far each center acked, for the lag metric (an invalid sender is the `Center`'s
+            // alarm, not a figure).
+            let index = usize::from(m.from.0).checked_sub(1);
+            if let (Some(seen), Some(last)) =
+                (index.and_then(|i| self.local.seq_acked.get_mut(i)), m.acks.last())
+            {
                 *seen = (*seen).max(last.seq);
             }
             let after = self.center.seq_unfinal_first();
