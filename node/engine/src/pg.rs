@@ -205,3 +205,82 @@ async fn prepare_once(
     driver.abort();
     applied.map(|_| ())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    /// A call that got no answer (a pool that waited in vain).
+    fn unanswered() -> StoreError {
+        StoreError::Pool(deadpool_postgres::PoolError::Timeout(deadpool_postgres::TimeoutType::Wait))
+    }
+
+    fn retry() -> (PgRetry, Arc<AtomicU64>) {
+        let retries = Arc::new(AtomicU64::new(0));
+        (PgRetry::new("test", Arc::clone(&retries)), retries)
+    }
+
+    #[test]
+    fn only_no_answer_is_retried() {
+        assert!(is_unavailable(&unanswered()));
+        for final_answer in [
+            StoreError::Fenced { epoch: 2, seq_first: 9 },
+            StoreError::OutOfOrder { seq_first: 9, seq_applied: 3 },
+            StoreError::Corrupt("x".into()),
+            StoreError::Pool(deadpool_postgres::PoolError::Closed),
+        ] {
+            assert!(!is_unavailable(&final_answer), "{final_answer}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_final_answer_is_returned_at_once() {
+        let (r, retries) = retry();
+        let calls = AtomicUsize::new(0);
+        let got: Result<(), _> = r
+            .call("record", || async {
+                calls.fetch_add(1, Ordering::Relaxed);
+                Err(StoreError::Fenced { epoch: 2, seq_first: 9 })
+            })
+            .await;
+        assert!(matches!(got, Err(StoreError::Fenced { epoch: 2, seq_first: 9 })));
+        assert_eq!((calls.into_inner(), retries.load(Ordering::Relaxed)), (1, 0));
+    }
+
+    #[tokio::test]
+    async fn a_write_whose_answer_was_lost_is_settled_by_reading_back() {
+        let (r, retries) = retry();
+        let writes = AtomicUsize::new(0);
+        // The write happened, but its answer was lost: reading back says so; no second write.
+        let answered = r
+            .write(
+                "commit",
+                || async {
+                    writes.fetch_add(1, Ordering::Relaxed);
+                    Err(unanswered())
+                },
+                || async { Ok(true) },
+            )
+            .await;
+        assert_eq!(answered.ok(), Some(false), "settled by reading back");
+        assert_eq!((writes.load(Ordering::Relaxed), retries.load(Ordering::Relaxed)), (1, 1));
+        // It did not happen: written again, and this time answered.
+        let answered = r
+            .write(
+                "commit",
+                || async {
+                    let n = writes.fetch_add(1, Ordering::Relaxed);
+                    if n == 1 {
+                        Err(unanswered())
+                    } else {
+                        Ok(())
+                    }
+                },
+                || async { Ok(false) },
+            )
+            .await;
+        assert_eq!(answered.ok(), Some(true));
+        assert_eq!((writes.load(Ordering::Relaxed), retries.load(Ordering::Relaxed)), (3, 2));
+    }
+}

@@ -366,3 +366,33 @@ impl Adapter {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kind(s: &StoredPlugins) -> &'static str {
+        match s {
+            StoredPlugins::None => "none",
+            StoredPlugins::Advance => "advance",
+            StoredPlugins::Snapshot(_) => "snapshot",
+        }
+    }
+
+    /// Merged commits store what the last of them would: the latest snapshot (a snapshot then
+    /// commits no plugin looked at is still the state at the end), else an advance.
+    #[test]
+    fn merged_commits_store_the_latest_plugin_state() {
+        let merge = |a: StoredPlugins, b: StoredPlugins| {
+            let mut a = a;
+            a.merge(b);
+            kind(&a)
+        };
+        let snap = || StoredPlugins::Snapshot(Vec::new());
+        assert_eq!(merge(StoredPlugins::None, StoredPlugins::Advance), "advance");
+        assert_eq!(merge(StoredPlugins::Advance, StoredPlugins::None), "advance");
+        assert_eq!(merge(snap(), StoredPlugins::Advance), "snapshot");
+        assert_eq!(merge(StoredPlugins::Advance, snap()), "snapshot");
+        assert_eq!(merge(StoredPlugins::None, StoredPlugins::None), "none");
+    }
+}
