@@ -11,13 +11,17 @@
 # 3. catch-up: DC3 stopped while CATCHUP_ENTRIES transfers are finalized by DC1+DC2, then
 #    restarted: entries/s until it has applied and committed all of them.
 # Ends with `rtgs reconcile`. Fresh databases and topics (prefix bench_<time>) every run.
+# RTGS_BIN=path runs that binary instead of building target/release/rtgs (before/after runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-1000000}
 CATCHUP=${2:-1000000}
 scripts/infra-up.sh all
-cargo build --release -p rtgs --quiet
-BIN=$PWD/target/release/rtgs
+if [ -z "${RTGS_BIN:-}" ]; then
+  cargo build --release -p rtgs --quiet
+  RTGS_BIN=$PWD/target/release/rtgs
+fi
+BIN=$RTGS_BIN
 P=bench_$(date +%s)
 DIR=$(mktemp -d /tmp/$P.XXXX)
 echo "bench/cluster.sh: prefix $P, logs in $DIR" >&2

@@ -39,6 +39,9 @@
 //! window of the lowest of them — every rewind admits at least half a window, and finality never
 //! waits on a dropped ack before that (they are all at least a window beyond where finality was).
 //!
+//! **A restart** asks for its committed but unfinal acks again at once ([`Outputs::reack_from`]),
+//! as a stall would later: a crash between a commit and its acks loses those acks.
+//!
 //! **Finality that stands still**: when the oldest unfinal seq has not moved for
 //! [`CenterConfig::reack_after_us`] while this center has committed it, the center asks its
 //! driver to publish its own committed acks from there again ([`Outputs::reack_from`]: an ack
@@ -412,10 +415,14 @@ pub struct Center {
     journal_next: Option<u64>,
     /// Highest seq delivered by the journal (stored or dropped for room).
     seq_delivered_max: Seq,
+    /// Highest seq another center acked, as read here: how far the journal goes (lost tails).
+    seq_acked_elsewhere: Seq,
     /// Highest seq dropped for lack of room in the gap buffer.
     seq_overflow_max: Seq,
     /// The last journal delivery (lost-tail timer).
     delivered_at_us: u64,
+    /// The last `handle_timeout` (timers expired before it were looked at then).
+    timed_out_at_us: u64,
     /// An outstanding pull: its last seq and when it was asked.
     pull_sent: Option<(Seq, u64)>,
     pulls: Vec<Pull>,
@@ -471,8 +478,10 @@ impl Center {
             progress_dirty: false,
             journal_next,
             seq_delivered_max: seq_applied,
+            seq_acked_elsewhere: 0,
             seq_overflow_max: 0,
             delivered_at_us: now_us,
+            timed_out_at_us: now_us,
             pull_sent: None,
             pulls: Vec::new(),
             catch_up_seq,
@@ -488,6 +497,13 @@ impl Center {
             stats: CenterStats::default(),
             config,
         };
+        // Committed before the restart but not final: whether their acks went out before it
+        // stopped is unknown (a crash between commit and publish loses them), and with one
+        // center down finality needs every one. Ask for them again now rather than after
+        // finality has stood still for `reack_after_us` (acks are idempotent).
+        if !center.config.commit_on_apply && seq_applied >= seq_unfinal_first {
+            center.reack_from = Some(seq_unfinal_first);
+        }
         center.maybe_go_live(now_us);
         center
     }
@@ -547,7 +563,8 @@ impl Center {
         self.acks.read(position, seq_max);
         self.owner.acked(from, seq_max, now_us);
         if from != self.config.center {
-            self.stats.seq_acked_elsewhere = self.stats.seq_acked_elsewhere.max(seq_max);
+            self.seq_acked_elsewhere = self.seq_acked_elsewhere.max(seq_max);
+            self.stats.seq_acked_elsewhere = self.seq_acked_elsewhere;
         }
         for ack in acks {
             match self.finalizer.handle_ack(from, *ack, &mut self.finals) {
@@ -604,6 +621,7 @@ impl Center {
 
     /// Time passed: gap and tail timers, finality standing still, the owner failure detector.
     pub fn handle_timeout(&mut self, now_us: u64) {
+        self.timed_out_at_us = now_us;
         self.plan_pulls(now_us);
         self.maybe_go_live(now_us);
         let unfinal = self.finalizer.seq_unfinal_first();
@@ -629,12 +647,16 @@ impl Center {
         }
     }
 
-    /// When `handle_timeout` should be called next (at the latest).
+    /// When `handle_timeout` should be called next (at the latest). A timer that expired and was
+    /// looked at without its rule being met stays expired; it is looked at again no sooner than
+    /// [`limits::TIMER_RESOLUTION_US`] after the last look, so a driver that sleeps until this
+    /// never spins.
     pub fn poll_timeout(&self) -> u64 {
         let c = &self.config;
         let mut next = self.delivered_at_us.saturating_add(c.gap_timeout_us);
         next = next.min(self.acks.stalled_since().saturating_add(c.reack_after_us));
-        next.min(self.owner.next_check_us(c.owner_silence_us))
+        next = next.min(self.owner.next_check_us(c.owner_silence_us));
+        next.max(self.timed_out_at_us.saturating_add(limits::TIMER_RESOLUTION_US))
     }
 
     /// Moves everything the center asks of its driver into `out` (appending).
@@ -885,7 +907,7 @@ impl Center {
             return;
         }
         let quiet = now_us >= self.delivered_at_us.saturating_add(self.config.gap_timeout_us);
-        let known = self.stats.seq_acked_elsewhere;
+        let known = self.seq_acked_elsewhere;
         if quiet && known >= seq_next {
             self.delivered_at_us = now_us;
             self.pull(seq_next, known.min(reach), PullReason::LostTail, now_us);
@@ -908,7 +930,7 @@ impl Center {
         let by_seq = self.catch_up_seq.is_some_and(|s| applied >= s);
         let by_position = self.catch_up_position.is_some_and(|p| self.journal_next.is_some_and(|n| n >= p));
         let quiet = now_us >= self.delivered_at_us.saturating_add(self.config.gap_timeout_us)
-            && self.stats.seq_acked_elsewhere < self.gap_out.seq_next()
+            && self.seq_acked_elsewhere < self.gap_out.seq_next()
             && self.seq_delivered_max <= applied;
         if by_seq || by_position || quiet {
             self.replica.host_mut().set_live();

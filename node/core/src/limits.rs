@@ -28,6 +28,11 @@ pub const TICK_INTERVAL_US: u64 = 1_000_000;
 /// makes it publish its acks from there again and read the ack stream again (center docs).
 pub const REACK_AFTER_US: u64 = 5_000_000;
 
+/// An expired timer whose rule is not met yet (a silent owner this center may not replace yet,
+/// a quiet journal with nothing missing) is looked at again after this: the center asks to be
+/// woken no sooner, so a driver sleeping until `poll_timeout` never spins.
+pub const TIMER_RESOLUTION_US: u64 = 10_000;
+
 /// A plugin owner whose acks stand still this long while others advance is suspected, and the
 /// lowest-numbered center whose acks advance proposes itself (center docs).
 pub const OWNER_SILENCE_US: u64 = 5_000_000;
@@ -63,3 +68,5 @@ const _: () = assert!(BMI_BYTES_MAX < 256);
 const _: () = assert!(REACK_AFTER_US >= 2 * TICK_INTERVAL_US);
 const _: () = assert!(OWNER_SILENCE_US >= 2 * TICK_INTERVAL_US);
 const _: () = assert!(GAP_TIMEOUT_US < TICK_INTERVAL_US);
+// Timers armed anew are never pushed back by the resolution.
+const _: () = assert!(TIMER_RESOLUTION_US < GAP_TIMEOUT_US);

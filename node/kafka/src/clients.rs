@@ -5,6 +5,18 @@ use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{ConsumerContext, StreamConsumer};
 use rdkafka::producer::FutureProducer;
 
+/// Largest message a producer sends (`message.max.bytes`) and a topic accepts
+/// (`max.message.bytes`, see [`crate::topics`]): 1 MiB, Apache Kafka's default order of size.
+/// The engine's limits relate every message it builds to this.
+pub const MESSAGE_BYTES_MAX: usize = 1_048_576;
+/// [`MESSAGE_BYTES_MAX`] as the settings spell it.
+pub const MESSAGE_BYTES_MAX_TEXT: &str = "1048576";
+/// A member silent this long leaves its group (`session.timeout.ms`): the sequencer's lease
+/// rules are measured against it.
+pub const SESSION_TIMEOUT_MS: u64 = 6_000;
+/// The producer's client queue (`queue.buffering.max.kbytes`): messages waiting for the broker.
+pub const PRODUCER_QUEUE_KBYTES: usize = 262_144;
+
 /// The producer for the journal, acks and notices.
 pub fn producer(bootstrap: &str, client_id: &str) -> Result<FutureProducer, KafkaAdapterError> {
     Ok(ClientConfig::new()
@@ -26,13 +38,14 @@ pub fn producer(bootstrap: &str, client_id: &str) -> Result<FutureProducer, Kafk
         .set("linger.ms", "1")
         .set("batch.num.messages", "10000")
         .set("batch.size", "1048576")
-        // One message is one sequencer batch (≤ 8,192 entries of ~65 B): under 1 MB.
-        .set("message.max.bytes", "1048576")
+        // The engine cuts every message below this (its `limits`: journal frames, acks, notices
+        // and commands per message are sized against it).
+        .set("message.max.bytes", MESSAGE_BYTES_MAX_TEXT)
         // CPU is the scarce resource on the target hosts; frames are already compact.
         .set("compression.type", "none")
         // Bounded client queue: back-pressure instead of unbounded growth.
         .set("queue.buffering.max.messages", "100000")
-        .set("queue.buffering.max.kbytes", "262144")
+        .set("queue.buffering.max.kbytes", PRODUCER_QUEUE_KBYTES.to_string())
         // After this a send counts as failed; the outbox republishes it (at-least-once).
         .set("message.timeout.ms", "30000")
         .set("retry.backoff.ms", "100")
@@ -61,7 +74,7 @@ pub fn consumer<C: ConsumerContext + 'static>(
         // is Apache Kafka's default group.min.session.timeout.ms). Heartbeats every 0.5 s: a
         // rebalance round waits for every member's next heartbeat, so this shortens the
         // takeover (measured: 7.2–8.2 s after kill -9 against 7–13 s with 1.5 s heartbeats).
-        .set("session.timeout.ms", "6000")
+        .set("session.timeout.ms", SESSION_TIMEOUT_MS.to_string())
         .set("heartbeat.interval.ms", "500")
         .set("max.poll.interval.ms", "30000")
         // The broker here sleeps about half of fetch.wait.max.ms per long-poll round.
@@ -76,4 +89,14 @@ pub fn consumer<C: ConsumerContext + 'static>(
         .set("enable.partition.eof", "false")
         .set("socket.keepalive.enable", "true")
         .create_with_context(context)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_message_bound_reads_the_same_in_both_spellings() {
+        assert_eq!(MESSAGE_BYTES_MAX_TEXT.parse::<usize>().ok(), Some(MESSAGE_BYTES_MAX));
+    }
 }

@@ -11,8 +11,8 @@
 //! * [`wire`] — the applied-ack and notice message formats (CRC-checked).
 //!
 //! No Kafka transactions are used (the broker here has none); progress lives in PostgreSQL.
-//! The node processes that drive these with the core's state machines are `rtgs node`
-//! (`node/rtgs/src/node/`).
+//! The production engine that drives these with the core's state machines is `rtgs-engine`
+//! (`node/engine`).
 
 pub mod clients;
 pub mod leadership;

@@ -1,5 +1,6 @@
 //! The topics of the production engine, created idempotently with explicit settings.
 
+use crate::clients::MESSAGE_BYTES_MAX_TEXT;
 use crate::KafkaAdapterError;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
@@ -64,15 +65,14 @@ pub fn production_named(names: &TopicNames) -> Vec<TopicSpec> {
         partitions: 1,
         config,
     };
+    // Every topic takes the producers' largest message, whatever the broker's default.
+    let max = ("max.message.bytes", MESSAGE_BYTES_MAX_TEXT);
     vec![
-        spec(&names.inbound, vec![("cleanup.policy", "delete"), ("retention.ms", WEEK_MS)]),
+        spec(&names.inbound, vec![("cleanup.policy", "delete"), ("retention.ms", WEEK_MS), max]),
         // The journal is the record of money: never deleted by the broker.
-        spec(
-            &names.journal,
-            vec![("cleanup.policy", "delete"), ("retention.ms", "-1"), ("max.message.bytes", "1048576")],
-        ),
-        spec(&names.applied, vec![("cleanup.policy", "delete"), ("retention.ms", WEEK_MS)]),
-        spec(&names.notify, vec![("cleanup.policy", "delete"), ("retention.ms", WEEK_MS)]),
+        spec(&names.journal, vec![("cleanup.policy", "delete"), ("retention.ms", "-1"), max]),
+        spec(&names.applied, vec![("cleanup.policy", "delete"), ("retention.ms", WEEK_MS), max]),
+        spec(&names.notify, vec![("cleanup.policy", "delete"), ("retention.ms", WEEK_MS), max]),
     ]
 }
 

@@ -1,49 +1,25 @@
-//! One center's durable state (database `rtgs_dc1..3`): one transaction per applied batch.
+//! One center's durable state (database `rtgs_dc1..3`): one transaction per commit of the
+//! core's [`Center`](rtgs_core::center::Center) ([`Commit`]: the entries applied since the last
+//! one, the ledger rows they changed, and the finality progress).
 //!
-//! The transaction locks the watermark row and refuses a batch that does not start right after
+//! The transaction locks the watermark row and refuses a commit that does not start right after
 //! it ([`StoreError::OutOfOrder`]): a seq is never applied twice, whatever the journal consumer
 //! re-delivers after a restart. It then COPYs the applied entries (binary), upserts the accounts
-//! that changed and the funded totals (UNNEST), records finality ranges, replaces the finalizer's
-//! pending tallies and moves the watermark — all or nothing.
+//! and holds that changed and the funded totals (UNNEST), records finality ranges and moves the
+//! watermark — all or nothing. Stream positions are stored as the last offset done (`-1`: none),
+//! the core's as the next one to read: the conversion is here and nowhere else.
+//!
+//! The `finalizer_tally` table (migration 0001) is kept in the schema but never written: pending
+//! tallies are rebuilt by reading the ack stream again from `ack_offset + 1` (the center's docs).
 
 use crate::StoreError;
 use deadpool_postgres::Pool;
 use futures_util::pin_mut;
-use rtgs_core::entry::{AccountId, Bmi, CenterId, Currency, Entry, Outcome, Payload, PluginKind, Seq};
+use rtgs_core::center::Commit;
+use rtgs_core::entry::{AccountId, Bmi, CenterId, Currency, Outcome, Payload, PluginKind, Seq};
 use rtgs_core::ledger::{Account, Applied, Hold, HoldKey, Ledger};
 use tokio_postgres::binary_copy::BinaryCopyInWriter;
 use tokio_postgres::types::{ToSql, Type};
-
-/// A pending tally of this center's finalizer.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub struct TallyRow {
-    pub seq: Seq,
-    pub acked: u8,
-    pub outcome_code: u16,
-    pub state_hash: u64,
-    pub diverged: bool,
-}
-
-/// Everything one applied batch changes. `entries` may be empty: a commit of finality progress
-/// only (the watermark's seq then stays where it is).
-pub struct BatchCommit<'a> {
-    pub entries: &'a [Entry],
-    /// One per entry, same order.
-    pub applied: &'a [Applied],
-    /// Journal-topic offset of the batch's last frame.
-    pub journal_offset: i64,
-    pub changed_accounts: &'a [Account],
-    /// Holds that changed: `Some` as they are now, `None` when released or settled.
-    pub changed_holds: &'a [(HoldKey, Option<Hold>)],
-    pub funded: &'a [(Currency, u64)],
-    /// Seqs that became final since the last batch, as inclusive ranges.
-    pub final_ranges: &'a [(Seq, Seq)],
-    pub tallies: &'a [TallyRow],
-    pub seq_unfinal_first: Seq,
-    pub ack_offset: i64,
-    /// The origin's notices are confirmed for every own entry below this seq.
-    pub seq_notice_from: Seq,
-}
 
 /// What a batch commit does with the plugin host's stored state (`plugin_state`, see
 /// [`crate::plugin_store`]): written in the batch's own transaction, so that plugin state and the
@@ -65,7 +41,17 @@ pub struct Stored {
     pub seq_unfinal_first: Seq,
     pub ack_offset: i64,
     pub seq_notice_from: Seq,
-    pub tallies: Vec<TallyRow>,
+}
+
+impl Stored {
+    /// The journal position to read next (the core's `Restore::journal_next`).
+    pub fn journal_next(&self) -> u64 {
+        (self.journal_offset + 1).max(0) as u64
+    }
+    /// The ack stream position to read next (the core's `Restore::ack_next`).
+    pub fn ack_next(&self) -> u64 {
+        (self.ack_offset + 1).max(0) as u64
+    }
 }
 
 pub struct CenterStore {
@@ -91,6 +77,11 @@ fn i64_of(v: u64) -> Result<i64, StoreError> {
     i64::try_from(v).map_err(|_| StoreError::Corrupt(format!("{v} does not fit a bigint")))
 }
 
+/// The stored "last offset done" for a "next offset to read" (`-1`: nothing done yet).
+fn offset_before(next: u64) -> Result<i64, StoreError> {
+    Ok(i64_of(next)? - 1)
+}
+
 /// `(kind, debtor, creditor, amount, currency)` columns of an entry.
 fn columns(p: &Payload) -> (i16, Option<u64>, Option<u64>, Option<u64>, Option<Currency>) {
     match p {
@@ -112,47 +103,35 @@ impl CenterStore {
         CenterStore { pool }
     }
 
-    /// Commits one applied batch atomically; refuses one that does not follow the watermark.
-    pub async fn commit_batch(&self, b: &BatchCommit<'_>) -> Result<(), StoreError> {
-        self.commit_batch_with(b, PluginSave::None).await
-    }
-
-    /// [`CenterStore::commit_batch`], also saving the plugin host's state as `plugins` says —
-    /// in the same transaction, at the batch's last seq (nothing for a finality-only commit).
-    pub async fn commit_batch_with(
-        &self,
-        b: &BatchCommit<'_>,
-        plugins: PluginSave<'_>,
-    ) -> Result<(), StoreError> {
-        if b.entries.len() != b.applied.len() {
+    /// Commits one [`Commit`] atomically (an empty one moves the finality progress only);
+    /// refuses one that does not follow the watermark. `plugins` says what happens to the stored
+    /// plugin state, in the same transaction, at the commit's last seq.
+    pub async fn commit(&self, c: &Commit, plugins: PluginSave<'_>) -> Result<(), StoreError> {
+        if c.entries.len() != c.applied.len() {
             return Err(StoreError::Corrupt("entries and acks differ in length".into()));
         }
         let mut client = self.pool.get().await?;
         let tx = client.transaction().await?;
         let row = tx.query_one("SELECT seq_applied FROM watermark WHERE id = 1 FOR UPDATE", &[]).await?;
         let seq_applied = row.get::<_, i64>(0) as u64;
-        if let (Some(first), Some(last)) = (b.applied.first(), b.applied.last()) {
+        if let (Some(first), Some(last)) = (c.applied.first(), c.applied.last()) {
             if first.seq != seq_applied + 1 {
                 return Err(StoreError::OutOfOrder { seq_first: first.seq, seq_applied });
             }
-            copy_entries(&tx, b).await?;
-            upsert_accounts(&tx, b.changed_accounts).await?;
-            write_holds(&tx, b.changed_holds).await?;
+            copy_entries(&tx, c).await?;
+            upsert_accounts(&tx, &c.changed.accounts).await?;
+            write_holds(&tx, &c.changed.holds).await?;
             let (cur, minor): (Vec<String>, Vec<i64>) =
-                b.funded.iter().map(|(c, m)| (c.as_str().to_string(), *m as i64)).unzip();
+                c.funded.iter().map(|(c, m)| (c.as_str().to_string(), *m as i64)).unzip();
             tx.execute(
                 "INSERT INTO funded (currency, funded_minor) SELECT * FROM UNNEST($1::text[], $2::bigint[])
                  ON CONFLICT (currency) DO UPDATE SET funded_minor = EXCLUDED.funded_minor",
                 &[&cur, &minor],
             )
             .await?;
-            let params: [&(dyn ToSql + Sync); 3] =
-                [&i64_of(last.seq)?, &(last.state_hash as i64), &b.journal_offset];
-            tx.execute(
-                "UPDATE watermark SET seq_applied = $1, state_hash = $2, journal_offset = $3 WHERE id = 1",
-                &params,
-            )
-            .await?;
+            let params: [&(dyn ToSql + Sync); 2] = [&i64_of(last.seq)?, &(last.state_hash as i64)];
+            tx.execute("UPDATE watermark SET seq_applied = $1, state_hash = $2 WHERE id = 1", &params)
+                .await?;
             match plugins {
                 PluginSave::None => {}
                 PluginSave::Advance => {
@@ -167,9 +146,10 @@ impl CenterStore {
                 }
             }
         }
-        if !b.final_ranges.is_empty() {
+        let p = &c.progress;
+        if !p.final_ranges.is_empty() {
             let (lo, hi): (Vec<i64>, Vec<i64>) =
-                b.final_ranges.iter().map(|(a, z)| (*a as i64, *z as i64)).unzip();
+                p.final_ranges.iter().map(|(a, z)| (*a as i64, *z as i64)).unzip();
             // A range re-derived from replayed acks after a restart may already be recorded.
             tx.execute(
                 "INSERT INTO finality (seq_first, seq_last) SELECT * FROM UNNEST($1::bigint[], $2::bigint[])
@@ -178,11 +158,18 @@ impl CenterStore {
             )
             .await?;
         }
-        replace_tallies(&tx, b.tallies, b.seq_unfinal_first).await?;
+        // Positions: the core's "next to read" is stored as "last done"; no journal position
+        // (a journal read by seq) leaves the stored one as it is.
+        let journal_offset = c.journal_next.map(offset_before).transpose()?;
         tx.execute(
             "UPDATE watermark SET seq_unfinal_first = $1, ack_offset = $2, seq_notice_from = $3,
-                    updated_at = now() WHERE id = 1",
-            &[&i64_of(b.seq_unfinal_first)?, &b.ack_offset, &i64_of(b.seq_notice_from)?],
+                    journal_offset = COALESCE($4, journal_offset), updated_at = now() WHERE id = 1",
+            &[
+                &i64_of(p.seq_unfinal_first)?,
+                &offset_before(p.ack_next)?,
+                &i64_of(p.seq_notice_from)?,
+                &journal_offset,
+            ],
         )
         .await?;
         tx.commit().await?;
@@ -198,6 +185,15 @@ impl CenterStore {
     ) -> Result<Option<Seq>, StoreError> {
         let client = self.pool.get().await?;
         crate::plugin_store::load(&client, host).await
+    }
+
+    /// The stored plugin rows as checkpoints and their seq ([`crate::plugin_store::checkpoints`]);
+    /// restore a host from them with [`crate::plugin_store::restore`].
+    pub async fn plugin_checkpoints(
+        &self,
+    ) -> Result<Option<(Seq, Vec<rtgs_core::plugin_host::PluginCheckpoint>)>, StoreError> {
+        let client = self.pool.get().await?;
+        crate::plugin_store::checkpoints(&client).await
     }
 
     /// The seq this center has durably applied (to settle a commit whose outcome was not seen).
@@ -247,7 +243,7 @@ impl CenterStore {
             .collect()
     }
 
-    /// Reads the center back: ledger (checked for conservation), offsets and pending tallies.
+    /// Reads the center back: ledger (checked for conservation) and its positions.
     pub async fn load(&self) -> Result<Stored, StoreError> {
         let client = self.pool.get().await?;
         let w = client
@@ -307,33 +303,17 @@ impl CenterStore {
             w.get::<_, i64>(5) as u64,
         )
         .map_err(|_| StoreError::Corrupt("stored balances do not add up to the funded totals".into()))?;
-        let tallies = client
-            .query("SELECT seq, acked, outcome, state_hash, diverged FROM finalizer_tally ORDER BY seq", &[])
-            .await?
-            .iter()
-            .map(|r| TallyRow {
-                seq: r.get::<_, i64>(0) as u64,
-                acked: r.get::<_, i16>(1) as u8,
-                outcome_code: r.get::<_, i16>(2) as u16,
-                state_hash: r.get::<_, i64>(3) as u64,
-                diverged: r.get(4),
-            })
-            .collect();
         Ok(Stored {
             ledger,
             journal_offset: w.get(2),
             seq_unfinal_first: w.get::<_, i64>(3) as u64,
             ack_offset: w.get(4),
             seq_notice_from: w.get::<_, i64>(6) as u64,
-            tallies,
         })
     }
 }
 
-async fn copy_entries(
-    tx: &deadpool_postgres::Transaction<'_>,
-    b: &BatchCommit<'_>,
-) -> Result<(), StoreError> {
+async fn copy_entries(tx: &deadpool_postgres::Transaction<'_>, c: &Commit) -> Result<(), StoreError> {
     let sink = tx
         .copy_in(
             "COPY applied_entry (seq, epoch, timestamp_us, origin, bmi, kind, debtor, creditor,
@@ -342,7 +322,7 @@ async fn copy_entries(
         .await?;
     let writer = BinaryCopyInWriter::new(sink, &COPY_TYPES);
     pin_mut!(writer);
-    for (e, a) in b.entries.iter().zip(b.applied) {
+    for (e, a) in c.entries.iter().zip(&c.applied) {
         if e.seq != a.seq {
             return Err(StoreError::Corrupt(format!("entry {} paired with ack {}", e.seq, a.seq)));
         }
@@ -418,30 +398,5 @@ async fn write_holds(
         )
         .await?;
     }
-    Ok(())
-}
-
-async fn replace_tallies(
-    tx: &deadpool_postgres::Transaction<'_>,
-    tallies: &[TallyRow],
-    unfinal_first: Seq,
-) -> Result<(), StoreError> {
-    tx.execute("DELETE FROM finalizer_tally WHERE seq < $1", &[&i64_of(unfinal_first)?]).await?;
-    if tallies.is_empty() {
-        return Ok(());
-    }
-    let seq: Vec<i64> = tallies.iter().map(|t| t.seq as i64).collect();
-    let acked: Vec<i16> = tallies.iter().map(|t| i16::from(t.acked)).collect();
-    let outcome: Vec<i16> = tallies.iter().map(|t| t.outcome_code as i16).collect();
-    let hash: Vec<i64> = tallies.iter().map(|t| t.state_hash as i64).collect();
-    let diverged: Vec<bool> = tallies.iter().map(|t| t.diverged).collect();
-    tx.execute(
-        "INSERT INTO finalizer_tally (seq, acked, outcome, state_hash, diverged)
-         SELECT * FROM UNNEST($1::bigint[], $2::smallint[], $3::smallint[], $4::bigint[], $5::bool[])
-         ON CONFLICT (seq) DO UPDATE SET acked = EXCLUDED.acked, outcome = EXCLUDED.outcome,
-                                         state_hash = EXCLUDED.state_hash, diverged = EXCLUDED.diverged",
-        &[&seq, &acked, &outcome, &hash, &diverged],
-    )
-    .await?;
     Ok(())
 }

@@ -7,14 +7,15 @@
 //!   under an advisory lock; creates databases.
 //! * [`sequencer_store`] — the sequencer's durable-before-publish outbox with the fenced
 //!   conditional update of the one sequencer row; leader takeover (epoch bump, unpublished rows).
-//! * [`center_store`] — one center's per-batch transaction (applied entries by binary COPY,
-//!   changed balances by UNNEST, finality ranges, optional tallies, watermark) and its restore.
+//! * [`center_store`] — one center's transaction per commit of the core's `Center` (applied
+//!   entries by binary COPY, changed balances and holds by UNNEST, finality ranges, watermark and
+//!   stream positions) and its restore.
 //! * [`plugin_store`] — the plugin host's state per plugin (`plugin_state`, migration 0004), saved inside the
 //!   caller's batch transaction or standalone, and loaded (hash-checked) into a host.
 //! * [`dev`] — start the local PostgreSQL through `scripts/infra-up.sh`, fresh test databases.
 //! * [`reconcile`] — compares the center databases (watermarks, state hashes, balances, totals).
 //!
-//! The node processes that drive these are `rtgs node` (`node/rtgs/src/node/`).
+//! The production engine that drives these is `rtgs-engine` (`node/engine`).
 
 pub mod center_store;
 pub mod dev;

@@ -85,6 +85,16 @@ pub async fn save(pool: &Pool, seq_applied: Seq, host: &PluginHost) -> Result<()
 /// names a plugin the host does not run, or is at another seq than the others is an error; the
 /// host is left untouched then.
 pub async fn load(client: &impl GenericClient, host: &mut PluginHost) -> Result<Option<Seq>, StoreError> {
+    let Some((seq, cps)) = checkpoints(client).await? else { return Ok(None) };
+    restore(host, &cps)?;
+    Ok(Some(seq))
+}
+
+/// The stored rows as checkpoints and the seq they are all at (`None`: nothing stored). Rows at
+/// different seqs or of an unknown plugin are an error; states are decoded only by [`restore`].
+pub async fn checkpoints(
+    client: &impl GenericClient,
+) -> Result<Option<(Seq, Vec<PluginCheckpoint>)>, StoreError> {
     let rows = client
         .query(
             "SELECT kind, seq_applied, owner, owner_term, host_ops_refused, state, state_hash
@@ -92,9 +102,6 @@ pub async fn load(client: &impl GenericClient, host: &mut PluginHost) -> Result<
             &[],
         )
         .await?;
-    if rows.is_empty() {
-        return Ok(None);
-    }
     let mut seq: Option<Seq> = None;
     let mut cps = Vec::with_capacity(rows.len());
     for row in &rows {
@@ -117,12 +124,18 @@ pub async fn load(client: &impl GenericClient, host: &mut PluginHost) -> Result<
             state_hash: row.try_get::<_, i64>(6)? as u64,
         });
     }
+    Ok(seq.map(|seq| (seq, cps)))
+}
+
+/// Restores `host` from stored checkpoints (each decoded and its hash checked); a bad one leaves
+/// `host` as it was.
+pub fn restore(host: &mut PluginHost, cps: &[PluginCheckpoint]) -> Result<(), StoreError> {
     // A bad row must not leave `host` half restored: on failure, put back what was there (it
     // restores: it came from this very host).
     let before = host.checkpoints();
-    if let Err(e) = host.restore_checkpoints(&cps) {
+    if let Err(e) = host.restore_checkpoints(cps) {
         host.restore_checkpoints(&before).map_err(|e2| corrupt(format!("{e}; and restoring back: {e2}")))?;
         return Err(corrupt(e));
     }
-    Ok(seq)
+    Ok(())
 }

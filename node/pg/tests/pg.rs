@@ -2,10 +2,11 @@
 //! `scripts/infra-up.sh postgres` (installs it when missing). Each test uses its own database.
 //! If the server cannot be started the test fails and says why; it never skips.
 
+use rtgs_core::center::{Commit, Progress};
 use rtgs_core::codec;
 use rtgs_core::entry::{AccountId, Bmi, CenterId, Currency, Entry, Outcome, Payload, PluginKind, Transfer};
 use rtgs_core::ledger::{ChangedRows, HoldKey, Ledger, LedgerIntent};
-use rtgs_pg::center_store::{BatchCommit, CenterStore, TallyRow};
+use rtgs_pg::center_store::{CenterStore, PluginSave};
 use rtgs_pg::dev;
 use rtgs_pg::migrate::{migrate, Schema};
 use rtgs_pg::sequencer_store::{OutboxBatch, SequencerStore};
@@ -66,7 +67,13 @@ async fn migrations_apply_once() {
         .unwrap_or_default();
     assert_eq!(
         versions,
-        vec!["0001_init", "0002_account_fillfactor", "0003_notice_watermark", "0004_plugin_state"]
+        vec![
+            "0001_init",
+            "0002_account_fillfactor",
+            "0003_notice_watermark",
+            "0004_plugin_state",
+            "0005_holds"
+        ]
     );
 }
 
@@ -163,42 +170,28 @@ async fn center_commits_batches_atomically_restores_and_never_applies_twice() {
         let mut changed = ChangedRows::default();
         let funded = ledger.take_changed(&mut changed).to_vec();
         let last = applied[applied.len() - 1].seq;
-        let tallies =
-            vec![TallyRow { seq: last, acked: 0b001, outcome_code: 0, state_hash: 7, diverged: false }];
-        let commit = BatchCommit {
-            entries: chunk,
-            applied: &applied,
-            journal_offset: k as i64,
-            changed_accounts: &changed.accounts,
-            changed_holds: &changed.holds,
-            funded: &funded,
-            final_ranges: &[(chunk[0].seq, last - 1)],
-            tallies: &tallies,
-            seq_unfinal_first: last,
-            seq_notice_from: 1,
-            ack_offset: 100 + k as i64,
+        let commit = Commit {
+            applied,
+            entries: chunk.to_vec(),
+            changed,
+            funded,
+            plugins_changed: false,
+            journal_next: Some(k as u64 + 1),
+            progress: Progress {
+                final_ranges: vec![(chunk[0].seq, last - 1)],
+                seq_unfinal_first: last,
+                ack_next: 101 + k as u64,
+                seq_notice_from: 1,
+            },
         };
-        store.commit_batch(&commit).await.unwrap_or_else(|e| panic!("batch {k}: {e}"));
-        batches.push((chunk.to_vec(), applied, changed, funded));
+        store.commit(&commit, PluginSave::None).await.unwrap_or_else(|e| panic!("batch {k}: {e}"));
+        batches.push(commit);
     }
     assert!(entries.iter().zip(1..).all(|(e, s)| e.seq == s), "the journal under test is gap-free");
 
     // A re-delivered batch (say after a restart) is refused, not applied twice.
-    let (chunk, applied, changed, funded) = &batches[1];
-    let again = BatchCommit {
-        entries: chunk,
-        applied,
-        journal_offset: 1,
-        changed_accounts: &changed.accounts,
-        changed_holds: &changed.holds,
-        funded,
-        final_ranges: &[],
-        tallies: &[],
-        seq_unfinal_first: 1,
-        seq_notice_from: 1,
-        ack_offset: 1,
-    };
-    match store.commit_batch(&again).await {
+    let again = &batches[1];
+    match store.commit(again, PluginSave::None).await {
         Err(StoreError::OutOfOrder { seq_first: 18, seq_applied }) => {
             assert_eq!(seq_applied, entries.len() as u64)
         }
@@ -224,7 +217,10 @@ async fn center_commits_batches_atomically_restores_and_never_applies_twice() {
     assert_eq!(stored.ledger.account(AccountId(2)).map(|a| a.held_minor), Some(5));
     assert_eq!(stored.journal_offset, batches.len() as i64 - 1);
     assert_eq!(stored.ack_offset, 100 + batches.len() as i64 - 1);
-    assert_eq!(stored.tallies.len(), 1, "tallies below the unfinal watermark are gone");
+    assert_eq!(
+        (stored.journal_next(), stored.ack_next()),
+        (batches.len() as u64, 101 + batches.len() as u64 - 1)
+    );
     assert_eq!(stored.seq_unfinal_first, entries.len() as u64);
 
     // The rows themselves: every entry exactly once, rejections with their ISO reason number.

@@ -68,7 +68,7 @@ async fn collect(args: &CollectArgs) -> anyhow::Result<ExitCode> {
     }
     wait(args, deadline, "every deposit journaled", "collection_deposits").await?;
     let queued_s = t0.elapsed().as_secs_f64();
-    let round = args.round.unwrap_or_else(|| crate::node::now_us() / 1_000);
+    let round = args.round.unwrap_or_else(|| rtgs_engine::clock::wall_us() / 1_000);
     let t1 = Instant::now();
     submit(&producer, &topics.inbound, &commands(w.run_now(round).into_iter().collect())).await?;
     wait(args, deadline, "every deposit collected", "collection_rows_collected").await?;

@@ -172,7 +172,8 @@ fn bmi(run: &str, kind: char, i: u64) -> anyhow::Result<Bmi> {
 
 async fn load(args: &LoadArgs) -> anyhow::Result<Report> {
     let topics = TopicNames::with_prefix(&args.topic_prefix);
-    let run_id = args.run_id.clone().unwrap_or_else(|| format!("L{:08x}", super::node::now_us() as u32));
+    let run_id =
+        args.run_id.clone().unwrap_or_else(|| format!("L{:08x}", rtgs_engine::clock::wall_us() as u32));
     let n = args.transfers as usize;
     let a = args.accounts as usize;
     let tracker = Arc::new(Tracker {

@@ -1,6 +1,7 @@
 //! The PostgreSQL connection options shared by `node` and `reconcile`.
 
 use clap::Args;
+use rtgs_engine::PgServer;
 
 /// Where PostgreSQL is: flags or the usual `PG*` variables (defaults: the local server that
 /// `scripts/infra-up.sh` starts).
@@ -18,21 +19,12 @@ pub struct PgArgs {
 }
 
 impl PgArgs {
-    /// A pool of `size` connections to database `dbname`.
-    pub fn pool(&self, dbname: &str, size: usize) -> Result<deadpool_postgres::Pool, rtgs_pg::StoreError> {
-        rtgs_pg::pool(&self.pg_host, self.pg_port, &self.pg_user, &self.pg_password, dbname, size)
-    }
-
-    /// A `tokio_postgres::connect` string for database `dbname`.
-    pub fn conn_string(&self, dbname: &str) -> String {
-        format!(
-            "host={} port={} user={} password={} dbname={dbname}",
-            self.pg_host, self.pg_port, self.pg_user, self.pg_password
-        )
-    }
-
-    /// `host:port`, for messages (never the password).
-    pub fn server(&self) -> String {
-        format!("{}:{}", self.pg_host, self.pg_port)
+    pub fn server(&self) -> PgServer {
+        PgServer {
+            host: self.pg_host.clone(),
+            port: self.pg_port,
+            user: self.pg_user.clone(),
+            password: self.pg_password.clone(),
+        }
     }
 }

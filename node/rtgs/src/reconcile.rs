@@ -80,10 +80,10 @@ async fn reconcile(args: &ReconcileArgs) -> anyhow::Result<Report> {
     let mut snaps = Vec::new();
     for i in 1..=args.centers {
         let db = format!("{}{i}", args.db_prefix);
-        let pool = args.pg.pool(&db, 1)?;
+        let pool = args.pg.server().pool(&db, 1)?;
         let snap = snapshot(&pool, &format!("DC{i}"))
             .await
-            .with_context(|| format!("reading {db} on {}", args.pg.server()))?;
+            .with_context(|| format!("reading {db} on {}", args.pg.server().address()))?;
         snaps.push(snap);
         pools.push(pool);
     }

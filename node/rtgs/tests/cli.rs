@@ -62,15 +62,13 @@ fn demo_json_report_has_every_field_and_checks_pass() {
         }
         assert_eq!(c["state_hash"], centers[0]["state_hash"]);
     }
-    // Same seed, same transfers in the same order: the same outcomes. The journal also holds
-    // Ticks (wall-clock driven: at least one a second, wherever they fall between the batches),
-    // which shift seqs and so the chained hash: hashes are equal when the journals are as long.
+    // Same seed, same transfers in the same order: the same outcomes. (Not the same state hash:
+    // the journal also holds Ticks — at least one a second, wall-clock driven — wherever they
+    // fall between the batches, and each shifts the seqs the chained hash covers. Determinism
+    // for a given journal is the ledger's and the simulator's to prove.)
     let (_, again) = demo(&["--transfers", "20000", "--accounts", "200", "--seed", "7"]);
     for key in ["settled", "rejected", "rejected_by_reason"] {
         assert_eq!(again[key], r[key], "{key} differs for the same seed");
-    }
-    if again["journal_seq_last"] == r["journal_seq_last"] {
-        assert_eq!(again["centers"][0]["state_hash"], centers[0]["state_hash"]);
     }
     let (_, other) = demo(&["--transfers", "20000", "--accounts", "200", "--seed", "8"]);
     assert_ne!(other["rejected_by_reason"], r["rejected_by_reason"], "another seed, other transfers");

@@ -25,7 +25,7 @@ const DEPLOY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy");
 const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../api/participants.example.json");
 const SECRET_A: &str = "change-me-bank-a-0123456789";
 
-/// Every series a node exports from its start (node/rtgs/src/node/metrics.rs).
+/// Every series a node exports from its start (node/engine/src/metrics.rs).
 const NODE_METRICS: [&str; 19] = [
     "rtgs_sequencer_batch_entries_bucket",
     "rtgs_sequencer_entries_total",

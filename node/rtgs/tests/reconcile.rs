@@ -2,9 +2,10 @@
 //! (a different outcome from seq 20 on, hence a different hash chain, and a wrong balance) is
 //! found, located, and fails the command.
 
+use rtgs_core::center::{Commit, Progress};
 use rtgs_core::entry::{AccountId, Bmi, CenterId, Currency, Entry, Payload, Transfer};
 use rtgs_core::ledger::Ledger;
-use rtgs_pg::center_store::{BatchCommit, CenterStore};
+use rtgs_pg::center_store::{CenterStore, PluginSave};
 use rtgs_pg::dev;
 use rtgs_pg::migrate::Schema;
 use std::process::Command;
@@ -69,20 +70,21 @@ async fn reconcile_finds_and_locates_divergence() {
             let applied: Vec<_> = chunk.iter().map(|e| ledger.apply(e)).collect();
             let mut changed = rtgs_core::ledger::ChangedRows::default();
             let funded = ledger.take_changed(&mut changed).to_vec();
-            let commit = BatchCommit {
-                entries: chunk,
-                applied: &applied,
-                journal_offset: 0,
-                changed_accounts: &changed.accounts,
-                changed_holds: &changed.holds,
-                funded: &funded,
-                final_ranges: &[],
-                tallies: &[],
-                seq_unfinal_first: 1,
-                seq_notice_from: 1,
-                ack_offset: 0,
+            let commit = Commit {
+                applied,
+                entries: chunk.to_vec(),
+                changed,
+                funded,
+                journal_next: Some(1),
+                progress: Progress {
+                    seq_unfinal_first: 1,
+                    ack_next: 1,
+                    seq_notice_from: 1,
+                    ..Progress::default()
+                },
+                ..Commit::default()
             };
-            store.commit_batch(&commit).await.unwrap_or_else(|e| panic!("{e}"));
+            store.commit(&commit, PluginSave::None).await.unwrap_or_else(|e| panic!("{e}"));
         }
         pools.push(pool);
     }

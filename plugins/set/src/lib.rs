@@ -132,6 +132,17 @@ impl PluginsConfig {
         Some(config)
     }
 
+    /// Each enabled plugin, fresh, with its own outside world (an engine that runs one adapter
+    /// task per plugin); in the host's order.
+    pub fn with_adapters(&self) -> Vec<(Box<dyn HostedPlugin>, Box<dyn EffectAdapter>)> {
+        let Adapters { collection } = self.adapters();
+        let mut out: Vec<(Box<dyn HostedPlugin>, Box<dyn EffectAdapter>)> = Vec::new();
+        if let Some(adapter) = collection {
+            out.push((Box::new(CollectionPlugin::new()), Box::new(adapter)));
+        }
+        out
+    }
+
     /// The enabled plugins' outside worlds, their clocks starting at the engine's `now_us`.
     pub fn adapters(&self) -> Adapters {
         Adapters {
@@ -202,6 +213,12 @@ mod tests {
         assert_eq!(host.kinds().collect::<Vec<_>>(), vec![PluginKind::Collection]);
         assert!(collection(&host).is_some());
         assert!(collection(&none.host(CenterId(2))).is_none());
+        let pairs = c.with_adapters();
+        assert_eq!(
+            pairs.iter().map(|(p, _)| p.kind()).collect::<Vec<_>>(),
+            c.kinds(),
+            "one adapter per plugin"
+        );
         let mut adapters = c.adapters();
         // An effect of a plugin that is not in the set goes nowhere (and does not panic).
         adapters.execute(&Effect { plugin: PluginKind::Matching, effect_id: 1, op: 1, body: Vec::new() }, 0);

@@ -155,8 +155,6 @@ impl Cluster {
         loop {
             let mut out = Outputs::default();
             self.centers[i].poll_output(&mut out);
-            // (A due checkpoint is not taken here: it alone asks for nothing more.)
-            out.checkpoint_due = false;
             if out.is_empty() {
                 return;
             }
@@ -570,4 +568,60 @@ fn commits_merge_keeping_the_newest_rows_and_all_progress() {
     let l = center.ledger();
     let now: Vec<(u64, u64)> = l.accounts().iter().map(|a| (a.id.0, a.balance_minor)).collect();
     assert_eq!(balances, now, "each account once, as it is now");
+}
+
+/// A driver sleeps until `poll_timeout`: a center with nothing pending must not ask to be woken
+/// at once again and again (the production center task spun at 100 % of a core when idle).
+#[test]
+fn an_idle_center_asks_for_no_timeout_it_has_just_had() {
+    let mut c = Cluster::new(3, 9, |i| config(i, 3));
+    for i in 0..3 {
+        c.deliver(i, 1..=9);
+    }
+    c.settle();
+    // Long after every timer (gap, stall, owner silence) expired, with nothing left to do.
+    c.tick(10 * limits::OWNER_SILENCE_US);
+    for center in &c.centers {
+        assert!(
+            center.poll_timeout() > c.now,
+            "{} asks to be woken at {} though it was just woken at {}",
+            center.id(),
+            center.poll_timeout(),
+            c.now
+        );
+    }
+    // An expired rule whose condition may still change is looked at again, soon.
+    assert!(c.centers[0].poll_timeout() <= c.now + limits::GAP_TIMEOUT_US);
+}
+
+/// A center that committed seqs and stopped before their acks went out (or whose ack messages
+/// were lost) asks for its acks again as it restarts, not only once finality has stood still
+/// for `REACK_AFTER_US`: with one center down, finality needs them.
+#[test]
+fn a_restart_publishes_its_committed_unfinal_acks_again_at_once() {
+    let mut c = Cluster::new(3, 6, |i| config(i, 3));
+    c.lose_acks_of = Some(0); // DC1 "crashes" between its commits and its acks
+    c.deliver(0, 1..=6);
+    c.deliver(1, 1..=6);
+    c.settle();
+    assert_eq!(c.centers[1].seq_unfinal_first(), 1, "DC3 is down and DC1's acks never went out");
+    c.lose_acks_of = None;
+    let cfg = config(1, 3);
+    let restore = Restore {
+        ledger: c.centers[0].ledger().clone(),
+        host: PluginHost::empty(CenterId(1)),
+        finalizer: Finalizer::with_window(3, cfg.finalizer_window_seqs, 1),
+        awaiting: Vec::new(),
+        journal_next: None,
+        ack_next: 0,
+        catch_up_seq: Some(6),
+    };
+    c.centers[0] = Center::new(cfg, restore, c.now);
+    c.read[0] = 0;
+    c.pump(0);
+    assert_eq!(c.reacks, vec![1], "the restarted DC1 asks for its acks from the oldest unfinal seq");
+    c.settle();
+    assert_eq!(c.centers[1].seq_unfinal_first(), 7, "final with DC1 and DC2, no stall waited for");
+    assert_eq!(c.centers[0].seq_unfinal_first(), 7);
+    assert_eq!(c.centers[0].stats().reacks, 0, "a restart is not a stall");
 }

@@ -11,8 +11,8 @@
 //! (the reporter is then Prometheus' `instance`). Names: `rtgs_<thing>_<unit>[_total]`.
 //!
 //! * Counters and gauges go through `metrics-exporter-prometheus`. Most are mirrors of the
-//!   [`Stats`](super::Stats) atomics, read when scraped, so the tasks pay nothing extra for them;
-//!   the sequencer's entry count and finality by status are added once per batch.
+//!   figures in [`Status`], read when scraped, so the tasks pay nothing extra for them; the
+//!   sequencer's entry count and finality by status are added once per batch.
 //! * Histograms are [`BatchHistogram`]s: fixed buckets of atomic counters, observed once per run
 //!   of entries sharing one sequencer timestamp (all of one sequenced batch), never once per
 //!   entry. Measured (release, this VM): the exporter's histogram keeps every sample — 67 ns to
@@ -21,15 +21,15 @@
 //!   and 7 MB/s of garbage. Here an observation of a whole run costs one bucket search: ≈ 2 ns
 //!   per entry measured (the scan for runs included; jobs of 8,192 entries in runs of 500).
 //!
-//! Quorum latency needs an entry's timestamp when the finality task declares its seq final, but
-//! acks carry no timestamps; the reader stamps each applied run into a [`Timeline`], and
-//! whichever side comes second (final after applied, or applied after final — a center that is
-//! behind) observes `final time − timestamp`. Latencies are measured against the sequencer
+//! Quorum latency needs an entry's timestamp when its seq becomes final, but acks carry no
+//! timestamps; the center task stamps each applied run into its [`Timeline`], and whichever side
+//! comes second (final after applied, or applied after final — a center that is behind) observes
+//! `final time − timestamp`. Finality by outcome is read, for the seqs that just became final,
+//! from the `Center`'s tally window (which still holds them: `limits`). Latencies are measured against the sequencer
 //! leader's clock (the entry's timestamp): across hosts they include the clocks' skew.
 
-use super::Node;
-use anyhow::Context;
-use clap::Args;
+use crate::error::EngineError;
+use crate::status::{lock, Status};
 use metrics::{Counter, Gauge, Key, Label, Level, Metadata, Recorder};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
 use rtgs_core::entry::{Entry, Seq};
@@ -37,18 +37,11 @@ use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// `/metrics` listens on `127.0.0.1:(METRICS_PORT_BASE + PORT_OFFSET)` unless told otherwise.
 pub const METRICS_PORT_BASE: u16 = 9100;
-/// Runs (sequencer batches) applied but not yet final that the quorum timeline remembers, and
-/// finality advances not yet applied here. Beyond it the oldest are forgotten: a forgotten run's
-/// quorum latency is never observed; for seqs of a forgotten advance the time they are applied
-/// stands in (overstated). 65,536: minutes of traffic while finality is halted. Allocated at
-/// start.
-const TIMELINE_RUNS_MAX: usize = 65_536;
-
 /// Latencies of entries (seconds): milliseconds when idle, up to seconds under a flood (queueing);
 /// the tail shows failovers (≈ 8 s) and catch-up.
 const LATENCY_BUCKETS_S: [f64; 15] =
@@ -62,14 +55,6 @@ const BATCH_BUCKETS: [f64; 14] =
 const _: () = assert!(rtgs_core::limits::SEQUENCER_BATCH_ENTRIES_MAX as f64 <= BATCH_BUCKETS[13]);
 
 const METADATA: Metadata<'static> = Metadata::new("rtgs_node", Level::INFO, Some(module_path!()));
-
-#[derive(Args, Clone, Debug)]
-pub struct MetricsArgs {
-    /// Where `/metrics` listens (default 127.0.0.1:(9100 + PORT_OFFSET); port 0: any free port,
-    /// reported in the status as `metrics_listen`). Loopback callers only, whatever the address.
-    #[arg(long, env = "RTGS_METRICS_LISTEN")]
-    pub metrics_listen: Option<SocketAddr>,
-}
 
 /// A Prometheus histogram with fixed buckets over integer observations (µs, entries), observed
 /// a run at a time.
@@ -136,14 +121,30 @@ pub struct Timeline {
     finals: VecDeque<(Seq, u64)>,
     final_below: Seq,
     stamped_through: Seq,
+    /// Runs (and advances) remembered at most.
+    max: usize,
 }
 
 impl Timeline {
-    fn with_capacity(n: usize) -> Timeline {
+    /// A timeline remembering `n` runs (allocated now). Beyond it the oldest are forgotten: a
+    /// forgotten run's quorum latency is never observed; for seqs of a forgotten advance the time
+    /// they are applied stands in (overstated).
+    /// [`TIMELINE_RUNS_MAX`](crate::limits::TIMELINE_RUNS_MAX): minutes of traffic while
+    /// finality is halted.
+    pub fn with_capacity(n: usize) -> Timeline {
+        let max = n.max(1);
         Timeline {
-            runs: VecDeque::with_capacity(n),
-            finals: VecDeque::with_capacity(n),
+            runs: VecDeque::with_capacity(max),
+            finals: VecDeque::with_capacity(max),
+            max,
             ..Timeline::default()
+        }
+    }
+
+    /// `entries` (in seq order) are applied here at `now_us`.
+    pub fn applied(&mut self, entries: &[Entry], now_us: u64, h: &BatchHistogram) {
+        for (first, last, ts) in runs(entries) {
+            self.stamped(first, last, ts, now_us, h);
         }
     }
 
@@ -166,7 +167,7 @@ impl Timeline {
             }
         }
         if unfinal - 1 > self.stamped_through {
-            if self.finals.len() == TIMELINE_RUNS_MAX {
+            if self.finals.len() == self.max {
                 self.finals.pop_front();
             }
             self.finals.push_back((unfinal, now_us));
@@ -174,14 +175,7 @@ impl Timeline {
     }
 
     /// Entries `seq_first..=seq_last`, sequenced at `ts_us`, are applied here at `now_us`.
-    pub fn stamped(
-        &mut self,
-        mut seq_first: Seq,
-        seq_last: Seq,
-        ts_us: u64,
-        now_us: u64,
-        h: &BatchHistogram,
-    ) {
+    fn stamped(&mut self, mut seq_first: Seq, seq_last: Seq, ts_us: u64, now_us: u64, h: &BatchHistogram) {
         self.stamped_through = self.stamped_through.max(seq_last);
         // Final before they were applied here: observed with the time they became final.
         while seq_first <= seq_last && seq_first < self.final_below {
@@ -204,7 +198,7 @@ impl Timeline {
         match self.runs.back_mut() {
             Some(back) if back.2 == ts_us && back.1 + 1 == seq_first => back.1 = seq_last,
             _ => {
-                if self.runs.len() == TIMELINE_RUNS_MAX {
+                if self.runs.len() == self.max {
                     self.runs.pop_front(); // its latency is never observed (documented bound)
                 }
                 self.runs.push_back((seq_first, seq_last, ts_us));
@@ -235,11 +229,9 @@ pub struct Metrics {
     apply_latency: BatchHistogram,
     quorum_latency: BatchHistogram,
     commit_batch: BatchHistogram,
-    timeline: Mutex<Timeline>,
-    listen: OnceLock<SocketAddr>,
 }
 
-/// Counters mirrored from [`super::Stats`] when scraped: (name, help).
+/// Counters mirrored from [`Status`] when scraped: (name, help).
 const MIRRORED_COUNTERS: [(&str, &str); 8] = [
     ("rtgs_sequencer_leader_changes_total", "Times this node became the sequencer leader (takeovers)."),
     (
@@ -256,7 +248,7 @@ const MIRRORED_COUNTERS: [(&str, &str); 8] = [
         "Times the finality task read the acks again (acks beyond its window, or a stall).",
     ),
 ];
-/// Gauges read from [`super::Stats`] when scraped: (name, help).
+/// Gauges read from [`Status`] when scraped: (name, help).
 const GAUGES: [(&str, &str); 5] = [
     ("rtgs_sequencer_leader", "1 while this node leads the sequencer, else 0."),
     ("rtgs_sequencer_epoch", "The sequencer epoch this node last led at (0: never led)."),
@@ -340,15 +332,9 @@ impl Metrics {
                 &COMMIT_BUCKETS_S,
                 us,
             ),
-            timeline: Mutex::new(Timeline::with_capacity(TIMELINE_RUNS_MAX)),
-            listen: OnceLock::new(),
             recorder,
             handle,
         }
-    }
-
-    fn timeline(&self) -> std::sync::MutexGuard<'_, Timeline> {
-        self.timeline.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// One batch sequenced by this node (leader).
@@ -357,13 +343,9 @@ impl Metrics {
         self.sequencer_entries.increment(entries as u64);
     }
 
-    /// The reader applied `entries` (in seq order) at `now_us`: their timestamps go on the
-    /// quorum timeline.
-    pub fn applied(&self, entries: &[Entry], now_us: u64) {
-        let mut t = self.timeline();
-        for (first, last, ts) in runs(entries) {
-            t.stamped(first, last, ts, now_us, &self.quorum_latency);
-        }
+    /// The quorum latency histogram (the center task's [`Timeline`] observes it).
+    pub fn quorum_latency(&self) -> &BatchHistogram {
+        &self.quorum_latency
     }
 
     /// The committer wrote `entries` in one transaction that took `took`, done at `now_us`.
@@ -374,53 +356,46 @@ impl Metrics {
         }
     }
 
-    /// The finalizer declared `settled` + `rejected` seqs final; every seq below `unfinal` is.
-    pub fn finalized(&self, settled: u64, rejected: u64, unfinal: Seq, now_us: u64) {
+    /// `settled` + `rejected` seqs became final here.
+    pub fn finalized(&self, settled: u64, rejected: u64) {
         self.finality_settled.increment(settled);
         self.finality_rejected.increment(rejected);
-        self.timeline().finalized(unfinal, now_us, &self.quorum_latency);
     }
 
-    /// Where `/metrics` listens (once bound).
-    pub fn listen(&self) -> Option<SocketAddr> {
-        self.listen.get().copied()
-    }
-
-    /// The text exposition, with the mirrored counters and the gauges read from `node` first.
-    pub fn render(&self, node: &Node) -> String {
-        let s = &node.stats;
-        let own = [("center", node.name.clone())];
+    /// The text exposition, with the mirrored counters and the gauges read from `status` first.
+    pub fn render(&self, status: &Status) -> String {
+        let own = [("center", status.name.clone())];
+        let c = lock(&status.center).clone();
+        let q = &status.sequencer;
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let mirrored = [
-            &s.takeovers,
-            &s.gap_pulls,
-            &s.gap_entries_pulled,
-            &s.divergences,
-            &s.pg_retries,
-            &s.notices,
-            &s.reacks,
-            &s.ack_rewinds,
+            load(&q.takeovers),
+            c.stats.gap_pulls,
+            c.gap_entries_pulled,
+            c.stats.divergences,
+            load(&status.pg_retries),
+            load(&status.publish.notices),
+            c.stats.reacks,
+            c.stats.ack_rewinds,
         ];
         for ((name, _), value) in MIRRORED_COUNTERS.into_iter().zip(mirrored) {
-            self.recorder
-                .register_counter(&key(name, &own), &METADATA)
-                .absolute(value.load(Ordering::Relaxed));
+            self.recorder.register_counter(&key(name, &own), &METADATA).absolute(value);
         }
         let gauges = [
-            u64::from(s.leader.load(Ordering::Relaxed)),
-            s.epoch.load(Ordering::Relaxed),
-            s.seq_applied.load(Ordering::Relaxed),
-            s.seq_committed.load(Ordering::Relaxed),
-            u64::from(s.halted.load(Ordering::Relaxed)),
+            u64::from(q.leader.load(Ordering::Relaxed)),
+            load(&q.epoch),
+            c.seq_applied,
+            load(&status.commits.seq_committed),
+            u64::from(c.halted),
         ];
         for ((name, _), value) in GAUGES.into_iter().zip(gauges) {
             self.recorder.register_gauge(&key(name, &own), &METADATA).set(value as f64);
         }
         // Lag: behind the highest seq known here (any center's ack, or this node's own work).
-        let acked: Vec<u64> =
-            s.plugins.acked_seq_max.iter().take(self.lag.len()).map(|a| a.load(Ordering::Relaxed)).collect();
-        let known = acked.iter().copied().chain([gauges[2], s.seq_sequenced.load(Ordering::Relaxed)]).max();
-        for (gauge, acked) in self.lag.iter().zip(&acked) {
-            gauge.set(known.unwrap_or(0).saturating_sub(*acked) as f64);
+        let acked = &c.seq_acked[..self.lag.len()];
+        let known = acked.iter().copied().chain([c.seq_applied, load(&q.seq_sequenced)]).max().unwrap_or(0);
+        for (gauge, acked) in self.lag.iter().zip(acked) {
+            gauge.set(known.saturating_sub(*acked) as f64);
         }
         let mut out = self.handle.render();
         for h in [&self.batch_entries, &self.apply_latency, &self.quorum_latency, &self.commit_batch] {
@@ -432,41 +407,44 @@ impl Metrics {
 
 /// Binds `/metrics` (before the node does anything else: a port in use is a configuration error
 /// to see at once).
-pub async fn bind(args: &MetricsArgs, port_offset: u16) -> anyhow::Result<tokio::net::TcpListener> {
-    let addr = match args.metrics_listen {
-        Some(addr) => addr,
-        None => {
-            let port = METRICS_PORT_BASE.checked_add(port_offset).context("PORT_OFFSET too large")?;
-            SocketAddr::from(([127, 0, 0, 1], port))
-        }
-    };
-    tokio::net::TcpListener::bind(addr).await.with_context(|| {
-        format!("cannot listen for /metrics on {addr} (in use? set --metrics-listen / RTGS_METRICS_LISTEN)")
+pub async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, EngineError> {
+    tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+        EngineError::io(
+            format!(
+                "cannot listen for /metrics on {addr} (in use? set --metrics-listen / RTGS_METRICS_LISTEN)"
+            ),
+            e,
+        )
     })
 }
 
 /// Serves `GET /metrics` until the node stops.
-pub async fn serve(node: Arc<Node>, listener: tokio::net::TcpListener) -> anyhow::Result<()> {
+pub async fn serve(
+    metrics: Arc<Metrics>,
+    status: Arc<Status>,
+    listener: tokio::net::TcpListener,
+) -> Result<(), EngineError> {
     use axum::extract::{ConnectInfo, State};
     use axum::http::{header, StatusCode};
     use axum::response::IntoResponse;
-    let addr = listener.local_addr()?;
-    let _ = node.metrics.listen.set(addr);
-    eprintln!("{}: metrics on http://{addr}/metrics", node.name);
+    let addr = listener.local_addr().map_err(|e| EngineError::io("the metrics listener", e))?;
+    let _ = status.metrics_listen.set(addr);
+    eprintln!("{}: metrics on http://{addr}/metrics", status.name);
+    type Shared = (Arc<Metrics>, Arc<Status>);
     async fn get(
-        State(node): State<Arc<Node>>,
+        State((m, s)): State<Shared>,
         ConnectInfo(peer): ConnectInfo<SocketAddr>,
     ) -> impl IntoResponse {
         if !is_loopback(peer) {
             return (StatusCode::FORBIDDEN, "metrics answer loopback callers only\n".to_string())
                 .into_response();
         }
-        ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], node.metrics.render(&node)).into_response()
+        ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], m.render(&s)).into_response()
     }
-    let app = axum::Router::new().route("/metrics", axum::routing::get(get)).with_state(node);
+    let app = axum::Router::new().route("/metrics", axum::routing::get(get)).with_state((metrics, status));
     axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
         .await
-        .context("metrics server")
+        .map_err(|e| EngineError::io("metrics server", e))
 }
 
 /// 127.0.0.0/8 and ::1, also as IPv4-mapped IPv6 (a dual-stack listener's view of 127.0.0.1).

@@ -1,0 +1,258 @@
+//! `--api-config FILE`: the participant HTTP API (`rtgs-api`) inside this center's node, over
+//! the production engine — the same endpoints, checks and answers as `rtgs serve`.
+//!
+//! The API is linked to the engine by three paths (`rtgs_api::server::EngineLink`):
+//! * **Submissions** go to the inbound topic with this center as origin: a bounded queue to
+//!   [`submit_task`], which drains it into frames of at most
+//!   [`COMMANDS_PER_MESSAGE`] commands and the message bound (`limits`), each retried until the
+//!   broker has it (a request answered ACSP was handed to the broker, never dropped).
+//! * **Notices**: [`notice_task`] reads the notify topic from its end at start. Only the origin
+//!   notifies, so the final notices of this API's submissions come from this node's own center
+//!   task (through its publisher); the sequencer's DUPL refusals arrive the same way. The API's tracker ignores `bmi`s it
+//!   did not submit. A retry of a `bmi` the tracker no longer knows (after a restart) is silently
+//!   deduplicated by the sequencer: the request then waits its 10 s and is answered ACSP without a
+//!   seq; its status is found later through a new submission's conflict answer or the databases.
+//! * **Balances and statements**: the read model starts from the ledger stored at start and is
+//!   fed every entry the committer commits (in seq order; bounded queue — a slow read model holds
+//!   the committer back rather than losing an entry), applying those at or below the highest
+//!   final seq the center task shows. Statements therefore cover what was applied since the node
+//!   started.
+//!
+//! Accounts listed in the config are not set up here (the production cluster's accounts are
+//! opened through the operator endpoints or `rtgs load`); they are reported and ignored.
+
+use crate::broker::{recv_batch, submit, Broker};
+use crate::error::EngineError;
+use crate::limits::{
+    API_EVENT_QUEUE, BROKER_CALL_TIMEOUT, COMMANDS_PER_MESSAGE, NOTICE_RECV_BYTES_MAX, NOTICE_WAIT,
+    SUBMIT_QUEUE_BATCHES,
+};
+use crate::Task;
+use rdkafka::consumer::Consumer;
+use rtgs_api::server::{Api, EngineLink};
+use rtgs_core::client::{ClientEvent, EngineSubmit, EntryFeed, Fed, Notice, Refusal};
+use rtgs_core::entry::{CenterId, Command, Entry, Outcome};
+use rtgs_core::sequencer::Admission;
+use rtgs_kafka::wire::{self, NoticeStatus};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+/// The API's port when `PORT_OFFSET` is 0 (as `rtgs serve`).
+const PORT_BASE: u16 = 8080;
+
+/// `--api-config`: where the participants are, and where to listen.
+#[derive(Clone, Debug)]
+pub struct ApiConfig {
+    /// Participants and operators (JSON, as for `rtgs serve`).
+    pub config: PathBuf,
+    /// Listen here instead of 127.0.0.1:(8080 + port offset).
+    pub listen: Option<SocketAddr>,
+}
+
+struct InboundQueue {
+    tx: mpsc::Sender<Vec<Command>>,
+}
+
+impl EngineSubmit for InboundQueue {
+    fn try_submit(&self, commands: Vec<Command>) -> Result<(), Option<Vec<Command>>> {
+        match self.tx.try_send(commands) {
+            Ok(()) => Ok(()),
+            Err(mpsc::error::TrySendError::Full(c)) => Err(Some(c)),
+            Err(mpsc::error::TrySendError::Closed(_)) => Err(None),
+        }
+    }
+    fn submit(&self, commands: Vec<Command>) -> bool {
+        self.tx.blocking_send(commands).is_ok()
+    }
+}
+
+/// The participants and operators of `path` (read before anything starts: a bad file stops the
+/// node at once).
+pub fn credentials(path: &Path) -> Result<rtgs_api::config::Credentials, EngineError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| EngineError::io(format!("reading {}", path.display()), e))?;
+    let (credentials, accounts) = rtgs_api::config::ApiConfig::from_json(&text)
+        .and_then(|c| c.build())
+        .map_err(|e| EngineError::Config(format!("invalid API config {}: {e}", path.display())))?;
+    if !accounts.is_empty() {
+        eprintln!(
+            "api: {} accounts in {} are not set up by rtgs node (use the operator endpoints)",
+            accounts.len(),
+            path.display()
+        );
+    }
+    Ok(credentials)
+}
+
+/// What the API link is given.
+pub struct ApiInputs {
+    pub name: String,
+    pub center: CenterId,
+    pub broker: Broker,
+    pub listen: SocketAddr,
+    pub credentials: rtgs_api::config::Credentials,
+    /// The ledger as stored when the center started (the read model starts from it).
+    pub ledger: rtgs_core::ledger::Ledger,
+    /// Every committed entry, in seq order.
+    pub feed: mpsc::Receiver<Vec<Entry>>,
+    /// Every seq up to here is final.
+    pub final_through: Arc<AtomicU64>,
+}
+
+/// The entries the center applied, for the read model (on its own thread).
+struct AppliedFeed(mpsc::Receiver<Vec<Entry>>);
+
+impl EntryFeed for AppliedFeed {
+    fn next_batch(&mut self, out: &mut Vec<Entry>, wait: std::time::Duration) -> Result<Fed, String> {
+        match self.0.try_recv() {
+            Ok(batch) => {
+                out.extend(batch);
+                Ok(Fed::Entries)
+            }
+            Err(mpsc::error::TryRecvError::Empty) => {
+                std::thread::sleep(wait);
+                Ok(Fed::Idle)
+            }
+            Err(mpsc::error::TryRecvError::Disconnected) => Ok(Fed::Closed),
+        }
+    }
+}
+
+/// `127.0.0.1:(8080 + port_offset)` unless `listen` says otherwise.
+pub fn listen_address(listen: Option<SocketAddr>, port_offset: u16) -> Result<SocketAddr, EngineError> {
+    let port = PORT_BASE
+        .checked_add(port_offset)
+        .ok_or_else(|| EngineError::Config("PORT_OFFSET too large".into()))?;
+    Ok(listen.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], port))))
+}
+
+/// Starts the API (its threads) and returns the tasks the node runs for it.
+pub async fn start(i: ApiInputs) -> Result<Vec<Task>, EngineError> {
+    let (submit_tx, submit_rx) = mpsc::channel(SUBMIT_QUEUE_BATCHES);
+    let (events_tx, events_rx) = crossbeam_channel::bounded(API_EVENT_QUEUE);
+    let final_through = {
+        let f = Arc::clone(&i.final_through);
+        Arc::new(move || f.load(Ordering::Relaxed))
+    };
+    let link = EngineLink {
+        submit: Arc::new(InboundQueue { tx: submit_tx }),
+        events: events_rx,
+        // The read model's replica hosts no plugins here: the plugins' audit endpoints answer on
+        // `rtgs serve` only (a known limit, issue "Operating the production engine").
+        read_model: rtgs_api::read_model::ReadModel::new(
+            i.ledger,
+            rtgs_core::plugin_host::PluginHost::empty(CenterId(0)),
+        ),
+        feed: Box::new(AppliedFeed(i.feed)),
+        final_through,
+    };
+    let api = Arc::new(Api::start_linked(link, i.credentials, i.center));
+    let listener = tokio::net::TcpListener::bind(i.listen)
+        .await
+        .map_err(|e| EngineError::io(format!("binding the API to {}", i.listen), e))?;
+    let local = listener.local_addr().map_err(|e| EngineError::io("the API listener", e))?;
+    eprintln!("{}: API listening on http://{local}", i.name);
+    let notices = notice_task(i.name.clone(), i.center, &i.broker, events_tx)?;
+    let producer = i.broker.producer(&format!("{}-api", i.name))?;
+    let submit = submit_task(i.name, i.center, i.broker, producer, submit_rx);
+    let server = async move {
+        api.serve(listener, std::future::pending())
+            .await
+            .map_err(|e| EngineError::io("the API server stopped", e))
+    };
+    Ok(vec![Box::pin(notices), Box::pin(submit), Box::pin(server)])
+}
+
+/// Drains the submission queue into inbound messages (batch on every hop).
+async fn submit_task(
+    name: String,
+    center: CenterId,
+    broker: Broker,
+    producer: rdkafka::producer::FutureProducer,
+    mut rx: mpsc::Receiver<Vec<Command>>,
+) -> Result<(), EngineError> {
+    let who = format!("{name}: api");
+    let mut commands: Vec<Command> = Vec::new();
+    loop {
+        let Some(first) = rx.recv().await else { return Err(EngineError::TaskGone("API")) };
+        commands.extend(first);
+        while commands.len() < COMMANDS_PER_MESSAGE {
+            match rx.try_recv() {
+                Ok(more) => commands.extend(more),
+                Err(_) => break,
+            }
+        }
+        submit(&producer, &broker, center, &commands, &who).await;
+        commands.clear();
+    }
+}
+
+/// Notices and refusals from the notify topic (read from its end at start), as the API's
+/// client events.
+fn notice_task(
+    name: String,
+    center: CenterId,
+    broker: &Broker,
+    events: crossbeam_channel::Sender<ClientEvent>,
+) -> Result<impl std::future::Future<Output = Result<(), EngineError>>, EngineError> {
+    let topic = broker.topics.notify.clone();
+    let consumer = broker.assigned_consumer(&format!("api-{name}"), &format!("{name}-api"), &topic, 0)?;
+    let (_, high) = consumer
+        .fetch_watermarks(&topic, 0, BROKER_CALL_TIMEOUT * 2)
+        .map_err(|e| EngineError::kafka(format!("reading the end of {topic}"), e))?;
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    tpl.add_partition_offset(&topic, 0, rdkafka::Offset::Offset(high))
+        .and_then(|()| consumer.assign(&tpl))
+        .map_err(|e| EngineError::kafka(format!("assign {topic} at its end"), e))?;
+    Ok(async move {
+        let who = format!("{name}: api notices");
+        let mut notices = Vec::new();
+        loop {
+            let batch = recv_batch(&consumer, NOTICE_WAIT, NOTICE_RECV_BYTES_MAX, &who).await;
+            let (mut finals, mut refusals) = (Vec::new(), Vec::new());
+            for (offset, payload) in batch {
+                notices.clear();
+                if wire::decode_notices(&payload, &mut notices).is_none() {
+                    eprintln!("{who}: notice message at offset {offset} does not decode; ignored");
+                    continue;
+                }
+                for n in &notices {
+                    let outcome = match n.status {
+                        NoticeStatus::Settled => Outcome::Accepted,
+                        NoticeStatus::Rejected(o) => o,
+                        NoticeStatus::Refused => {
+                            let admission = Admission::Conflict(n.seq);
+                            refusals.push(Refusal { bmi: n.bmi, admission, submitted_at_us: 0 });
+                            continue;
+                        }
+                    };
+                    finals.push(Notice { center, seq: n.seq, bmi: n.bmi, outcome, submitted_at_us: 0 });
+                }
+            }
+            let events_now = [
+                (!finals.is_empty()).then_some(ClientEvent::Final(finals)),
+                (!refusals.is_empty()).then_some(ClientEvent::Refused(refusals)),
+            ];
+            for event in events_now.into_iter().flatten() {
+                // The API's dispatcher is a thread with a bounded queue: usually there is room;
+                // when it is full, wait off this worker.
+                match events.try_send(event) {
+                    Ok(()) => {}
+                    Err(crossbeam_channel::TrySendError::Full(event)) => {
+                        let events = events.clone();
+                        tokio::task::spawn_blocking(move || events.send(event))
+                            .await
+                            .map_err(|_| EngineError::TaskGone("API's dispatcher"))?
+                            .map_err(|_| EngineError::TaskGone("API's dispatcher"))?;
+                    }
+                    Err(crossbeam_channel::TrySendError::Disconnected(_)) => {
+                        return Err(EngineError::TaskGone("API's dispatcher"))
+                    }
+                }
+            }
+        }
+    })
+}

@@ -1,0 +1,139 @@
+//! The engine's side of the broker: the names (topics, groups), consumers assigned at a
+//! position, batches read, messages published until the broker confirms them. Every client
+//! setting is spelled out where the clients are built, `rtgs_kafka::clients`.
+
+use crate::error::EngineError;
+use crate::frames;
+use crate::limits::{COMMANDS_PER_MESSAGE, CONSUMER_ERROR_PAUSE, PUBLISH_RETRY_PAUSE, PUBLISH_TIMEOUT};
+use futures_util::FutureExt;
+use rdkafka::consumer::{Consumer, ConsumerContext, DefaultConsumerContext, StreamConsumer};
+use rdkafka::message::Message;
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rtgs_core::codec;
+use rtgs_core::entry::{CenterId, Command};
+use rtgs_kafka::topics::TopicNames;
+use std::time::Duration;
+
+/// Where the broker is and what the cluster's topics and groups are called.
+#[derive(Clone, Debug)]
+pub struct Broker {
+    pub bootstrap: String,
+    pub topics: TopicNames,
+    /// Groups are prefixed when the topics are (side-by-side clusters, drills).
+    group_prefix: Option<String>,
+}
+
+impl Broker {
+    /// Topics `PREFIX.inbound` ...; groups `PREFIX.sequencer` ... unless the prefix is `rtgs`.
+    pub fn new(bootstrap: &str, topic_prefix: &str) -> Self {
+        Broker {
+            bootstrap: bootstrap.to_string(),
+            topics: TopicNames::with_prefix(topic_prefix),
+            group_prefix: (topic_prefix != "rtgs").then(|| topic_prefix.to_string()),
+        }
+    }
+
+    /// Consumer group `name`, prefixed when the topics are.
+    pub fn group(&self, name: &str) -> String {
+        match &self.group_prefix {
+            Some(p) => format!("{p}.{name}"),
+            None => name.to_string(),
+        }
+    }
+
+    pub fn producer(&self, client_id: &str) -> Result<FutureProducer, EngineError> {
+        rtgs_kafka::clients::producer(&self.bootstrap, client_id)
+            .map_err(|e| EngineError::kafka(format!("producer {client_id}"), e))
+    }
+
+    /// A consumer of `topic`'s one partition from `offset`, in group `group`: assigned, not
+    /// subscribed (each center reads everything; its progress is in its own database).
+    pub fn assigned_consumer(
+        &self,
+        group: &str,
+        client_id: &str,
+        topic: &str,
+        offset: i64,
+    ) -> Result<StreamConsumer, EngineError> {
+        let consumer: StreamConsumer = rtgs_kafka::clients::consumer(
+            &self.bootstrap,
+            &self.group(group),
+            client_id,
+            DefaultConsumerContext,
+        )
+        .map_err(|e| EngineError::kafka(format!("consumer {client_id}"), e))?;
+        let mut tpl = rdkafka::TopicPartitionList::new();
+        tpl.add_partition_offset(topic, 0, rdkafka::Offset::Offset(offset))
+            .and_then(|()| consumer.assign(&tpl))
+            .map_err(|e| EngineError::kafka(format!("assign {topic} from offset {offset}"), e))?;
+        Ok(consumer)
+    }
+}
+
+/// Batch on every hop: waits up to `wait` for one message, then takes whatever else is already
+/// there, up to about `bytes_max` bytes — `(offset, payload)` in order, empty if none came. A
+/// consumer error is reported and paused on (librdkafka reconnects by itself).
+pub async fn recv_batch<C: ConsumerContext + 'static>(
+    consumer: &StreamConsumer<C>,
+    wait: Duration,
+    bytes_max: usize,
+    who: &str,
+) -> Vec<(i64, Vec<u8>)> {
+    let mut batch = Vec::new();
+    match tokio::time::timeout(wait, consumer.recv()).await {
+        Ok(Ok(m)) => batch.push((m.offset(), m.payload().unwrap_or(&[]).to_vec())),
+        Ok(Err(e)) => {
+            eprintln!("{who}: {e}");
+            tokio::time::sleep(CONSUMER_ERROR_PAUSE).await;
+            return batch;
+        }
+        Err(_) => return batch,
+    }
+    let mut bytes = batch[0].1.len();
+    while bytes < bytes_max {
+        match consumer.recv().now_or_never() {
+            Some(Ok(m)) => {
+                let payload = m.payload().unwrap_or(&[]).to_vec();
+                bytes += payload.len();
+                batch.push((m.offset(), payload));
+            }
+            _ => break,
+        }
+    }
+    batch
+}
+
+/// Publishes one message and waits for the broker's confirmation, again until it comes (a
+/// message the broker may have stored twice is harmless: every reader is idempotent).
+pub async fn publish(producer: &FutureProducer, topic: &str, key: Option<&[u8]>, payload: &[u8], who: &str) {
+    loop {
+        let mut record = FutureRecord::<[u8], [u8]>::to(topic).payload(payload);
+        if let Some(key) = key {
+            record = record.key(key);
+        }
+        match producer.send(record, PUBLISH_TIMEOUT).await {
+            Ok(_) => return,
+            Err((e, _)) => {
+                eprintln!("{who}: publishing to {topic}: {e}; again");
+                tokio::time::sleep(PUBLISH_RETRY_PAUSE).await;
+            }
+        }
+    }
+}
+
+/// Publishes commands to the inbound topic (keyed by their origin), in frames the broker takes,
+/// each repeated until confirmed.
+pub async fn submit(
+    producer: &FutureProducer,
+    broker: &Broker,
+    origin: CenterId,
+    commands: &[Command],
+    who: &str,
+) {
+    let mut body = Vec::new();
+    for range in frames::cut(commands, COMMANDS_PER_MESSAGE, frames::command_bytes) {
+        body.clear();
+        codec::encode_commands_frame(&commands[range], &mut body);
+        publish(producer, &broker.topics.inbound, Some(&[origin.0]), &body, who).await;
+    }
+}

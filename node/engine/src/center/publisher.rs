@@ -1,0 +1,173 @@
+//! The publisher: what the `Center` asks to send, to the broker, each message repeated until the
+//! broker confirms it. In the order asked:
+//!
+//! * **acks** of committed entries → the applied-acks topic ([`ACKS_PER_MESSAGE`] per message);
+//! * **re-acks**: this center's committed acks from a seq again, read back from its database (at
+//!   most [`REACK_ENTRIES_MAX`]: the oldest are the ones finality waits for);
+//! * **notices** of own entries now final → the notify topic; once confirmed, the center task
+//!   learns it (`Center::handle_announced`: a restart need not repeat them);
+//! * **commands** (owner proposals) → the inbound topic, origin this center.
+
+use super::Faults;
+use crate::broker::{publish, submit, Broker};
+use crate::error::{EngineError, Invariant};
+use crate::limits::{ACKS_PER_MESSAGE, NOTICES_PER_MESSAGE, REACK_ENTRIES_MAX};
+use crate::pg::PgRetry;
+use crate::status::PublishStats;
+use rdkafka::producer::FutureProducer;
+use rtgs_core::client::Notice;
+use rtgs_core::entry::{CenterId, Command, Outcome, Seq};
+use rtgs_core::ledger::Applied;
+use rtgs_kafka::wire::{self, NoticeStatus};
+use rtgs_pg::center_store::CenterStore;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use tokio::sync::{mpsc, watch};
+
+pub enum Outgoing {
+    Acks(Vec<Applied>),
+    Reack(Seq),
+    Notices(Vec<Notice>),
+    Commands(Vec<Command>),
+}
+
+pub struct Publisher {
+    pub name: String,
+    pub center: CenterId,
+    pub broker: Broker,
+    pub producer: FutureProducer,
+    pub store: Arc<CenterStore>,
+    pub retry: PgRetry,
+    pub faults: Faults,
+    /// Ack messages published (the drop fault counts them).
+    pub ack_messages: u64,
+    pub rx: mpsc::Receiver<Outgoing>,
+    /// To the center task: notices confirmed through this seq.
+    pub announced: watch::Sender<Seq>,
+    pub stats: Arc<PublishStats>,
+}
+
+impl Publisher {
+    pub async fn run(mut self) -> Result<(), EngineError> {
+        while let Some(item) = self.rx.recv().await {
+            match item {
+                Outgoing::Acks(acks) => self.acks(&acks).await?,
+                Outgoing::Reack(from) => {
+                    let store = &self.store;
+                    let again = self
+                        .retry
+                        .get("read acks to publish again", || store.applied_from(from, REACK_ENTRIES_MAX))
+                        .await?;
+                    let acks: Vec<Applied> = again.into_iter().map(|(a, _, _)| a).collect();
+                    self.acks(&acks).await?;
+                }
+                Outgoing::Notices(notices) => self.notices(&notices).await,
+                Outgoing::Commands(commands) => self.commands(&commands).await,
+            }
+        }
+        Err(EngineError::TaskGone("center task"))
+    }
+
+    /// This center's acks, in messages of contiguous seqs.
+    async fn acks(&mut self, acks: &[Applied]) -> Result<(), EngineError> {
+        for body in ack_messages(self.center, acks)? {
+            self.ack_messages += 1;
+            let drop = self.faults.drop_acks_one_in;
+            if drop > 0 && self.ack_messages.is_multiple_of(drop) {
+                continue; // drill: this ack message is "lost"; finality must recover by re-acking
+            }
+            publish(&self.producer, &self.broker.topics.applied, None, &body, &self.name).await;
+        }
+        Ok(())
+    }
+
+    async fn notices(&mut self, notices: &[Notice]) {
+        for chunk in notices.chunks(NOTICES_PER_MESSAGE) {
+            let wire: Vec<wire::Notice> = chunk.iter().map(wire_notice).collect();
+            let body = wire::encode_notices(&wire);
+            publish(&self.producer, &self.broker.topics.notify, None, &body, &self.name).await;
+            self.stats.notices.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+            if let Some(last) = chunk.last() {
+                self.announced.send_replace(last.seq);
+            }
+        }
+    }
+
+    /// Commands for the sequencer (owner proposals), origin this center.
+    async fn commands(&mut self, commands: &[Command]) {
+        for c in commands {
+            eprintln!("{}: proposing {:?} ({})", self.name, c.payload, c.bmi);
+        }
+        submit(&self.producer, &self.broker, self.center, commands, &self.name).await;
+    }
+}
+
+/// `acks` as ack messages: runs of contiguous seqs (the wire format names only the first), at
+/// most [`ACKS_PER_MESSAGE`] each.
+fn ack_messages(center: CenterId, acks: &[Applied]) -> Result<Vec<Vec<u8>>, Invariant> {
+    let mut messages = Vec::new();
+    for run in acks.chunk_by(|a, b| a.seq + 1 == b.seq) {
+        for chunk in run.chunks(ACKS_PER_MESSAGE) {
+            let body = wire::encode_acks(center, chunk)
+                .ok_or_else(|| Invariant(format!("acks from seq {} do not encode", chunk[0].seq)))?;
+            messages.push(body);
+        }
+    }
+    Ok(messages)
+}
+
+/// The participant's notice of a final own entry: ACCC, or RJCT with its reason.
+fn wire_notice(n: &Notice) -> wire::Notice {
+    let status = match n.outcome {
+        Outcome::Accepted => NoticeStatus::Settled,
+        o @ Outcome::Rejected(_) => NoticeStatus::Rejected(o),
+    };
+    wire::Notice { seq: n.seq, bmi: n.bmi, status }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limits::{ACK_MESSAGE_BYTES_MAX, NOTICE_MESSAGE_BYTES_MAX};
+    use rtgs_core::entry::{Bmi, RejectReason};
+
+    fn ack(seq: u64) -> Applied {
+        Applied { seq, outcome: Outcome::Accepted, state_hash: seq * 7 }
+    }
+
+    #[test]
+    fn acks_go_out_in_contiguous_messages_within_the_bound() {
+        // A re-ack and new acks in one go: 1..=20,000 then 30,000..=30,004.
+        let acks: Vec<Applied> = (1..=20_000).chain(30_000..=30_004).map(ack).collect();
+        let messages = ack_messages(CenterId(2), &acks).unwrap_or_else(|e| panic!("{e}"));
+        let mut back = Vec::new();
+        for m in &messages {
+            assert!(m.len() <= ACK_MESSAGE_BYTES_MAX, "{} bytes", m.len());
+            let mut acks = Vec::new();
+            assert_eq!(wire::decode_acks(m, &mut acks), Some(CenterId(2)));
+            assert!(acks.len() <= ACKS_PER_MESSAGE);
+            back.extend(acks);
+        }
+        assert_eq!(back, acks, "every ack once, in order");
+        assert_eq!(messages.len(), 4, "8,192 + 8,192 + 3,616, then the second run");
+        assert!(ack_messages(CenterId(2), &[]).unwrap_or_default().is_empty());
+    }
+
+    #[test]
+    fn the_largest_notice_message_fits_the_bound() {
+        let bmi = Bmi::new(&[b'N'; rtgs_core::limits::BMI_BYTES_MAX]).unwrap_or_else(|e| panic!("{e}"));
+        let notice = Notice {
+            center: CenterId(1),
+            seq: u64::MAX,
+            bmi,
+            outcome: Outcome::Rejected(RejectReason::InsufficientFunds),
+            submitted_at_us: 0,
+        };
+        let notices = vec![wire_notice(&notice); NOTICES_PER_MESSAGE];
+        let body = wire::encode_notices(&notices);
+        assert!(body.len() <= NOTICE_MESSAGE_BYTES_MAX, "{} > {NOTICE_MESSAGE_BYTES_MAX}", body.len());
+        let mut back = Vec::new();
+        assert_eq!(wire::decode_notices(&body, &mut back), Some(()));
+        assert_eq!(back[0].status, NoticeStatus::Rejected(notice.outcome));
+    }
+}

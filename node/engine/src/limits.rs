@@ -1,0 +1,189 @@
+//! Every bound of the production engine in one place (TigerBeetle's `constants.zig`), with
+//! `const` assertions on how they relate. The core's own bounds (gap buffer, tally window,
+//! sequencer batch, timers) are `rtgs_core::limits`; the broker's are `rtgs_kafka::clients`.
+//! Queues are bounded channels whose capacity is counted in *messages of their kind* (a batch,
+//! a commit): their byte bound is that capacity times the largest such message, noted with each.
+
+use rtgs_core::limits as core;
+use std::time::Duration;
+
+// ---- messages on the broker --------------------------------------------------------------
+
+/// Largest message a producer sends and a topic accepts (`message.max.bytes`).
+pub const MESSAGE_BYTES_MAX: usize = rtgs_kafka::clients::MESSAGE_BYTES_MAX;
+/// Room kept in every message for the record batch around it (headers, key, timestamps).
+pub const RECORD_OVERHEAD_BYTES: usize = 1_024;
+/// Largest payload (one frame, one ack or notice message) the engine puts in a message.
+pub const PAYLOAD_BYTES_MAX: usize = MESSAGE_BYTES_MAX - RECORD_OVERHEAD_BYTES;
+
+/// A frame's own bytes around its items (codec: length, CRC, version, count).
+pub const FRAME_OVERHEAD_BYTES: usize = rtgs_core::codec::FRAME_HEADER_BYTES + 1 + 4;
+/// The largest encoded payload (codec): a plugin command — tag, plugin, op, body length, body.
+/// A transfer (tag, debtor, creditor, amount, currency: 28 bytes) is far smaller.
+const PAYLOAD_ENCODED_BYTES_MAX: usize = 1 + 1 + 2 + 4 + core::PLUGIN_BODY_BYTES_MAX;
+/// The largest encoded journal entry: seq, epoch, timestamp, origin, bmi length, bmi, payload.
+pub const ENTRY_BYTES_MAX: usize = 8 + 4 + 8 + 1 + 1 + core::BMI_BYTES_MAX + PAYLOAD_ENCODED_BYTES_MAX;
+/// The largest encoded command (inbound topic): origin, bmi length, bmi, payload.
+pub const COMMAND_BYTES_MAX: usize = 1 + 1 + core::BMI_BYTES_MAX + PAYLOAD_ENCODED_BYTES_MAX;
+
+/// Entries per journal message: one sequencer batch, cut further by bytes (a frame stays under
+/// [`PAYLOAD_BYTES_MAX`]: batches of plugin commands with large bodies are split).
+pub const JOURNAL_MESSAGE_ENTRIES_MAX: usize = core::SEQUENCER_BATCH_ENTRIES_MAX;
+/// Commands per inbound message (API submissions, plugin results, owner proposals), cut
+/// further by bytes like journal frames.
+pub const COMMANDS_PER_MESSAGE: usize = 4_096;
+
+/// A center's acks per message (`rtgs_kafka::wire`: 10 bytes each after a 13-byte head).
+pub const ACKS_PER_MESSAGE: usize = core::SEQUENCER_BATCH_ENTRIES_MAX;
+/// The largest ack message: center, first seq, count, the acks, CRC.
+pub const ACK_MESSAGE_BYTES_MAX: usize = 1 + 8 + 4 + ACKS_PER_MESSAGE * 10 + 4;
+/// Notices per message (`rtgs_kafka::wire`).
+pub const NOTICES_PER_MESSAGE: usize = 8_192;
+/// The largest encoded notice: seq, status, reason, bmi length, bmi.
+pub const NOTICE_BYTES_MAX: usize = 8 + 1 + 2 + 1 + core::BMI_BYTES_MAX;
+/// The largest notice message: count, the notices, CRC.
+pub const NOTICE_MESSAGE_BYTES_MAX: usize = 4 + NOTICES_PER_MESSAGE * NOTICE_BYTES_MAX + 4;
+/// At most this many of this center's acks are published again when finality stands still
+/// (the oldest first: the ones it waits for); a later stall asks again.
+pub const REACK_ENTRIES_MAX: usize = 1 << 16;
+
+// One entry, command, ack or notice message always fits a message: cutting by size progresses.
+const _: () = assert!(FRAME_OVERHEAD_BYTES + ENTRY_BYTES_MAX <= PAYLOAD_BYTES_MAX);
+const _: () = assert!(FRAME_OVERHEAD_BYTES + COMMAND_BYTES_MAX <= PAYLOAD_BYTES_MAX);
+const _: () = assert!(PAYLOAD_BYTES_MAX <= core::FRAME_BYTES_MAX);
+const _: () = assert!(ACK_MESSAGE_BYTES_MAX <= PAYLOAD_BYTES_MAX);
+const _: () = assert!(NOTICE_MESSAGE_BYTES_MAX <= PAYLOAD_BYTES_MAX);
+const _: () = assert!(ACKS_PER_MESSAGE <= rtgs_kafka::wire::ITEMS_PER_MESSAGE_MAX);
+const _: () = assert!(NOTICES_PER_MESSAGE <= rtgs_kafka::wire::ITEMS_PER_MESSAGE_MAX);
+// A message of acks spans less than half the tally window: finality over a message's seqs is
+// read back from the window before any of its slots is reused (the finality metric does).
+const _: () = assert!(ACKS_PER_MESSAGE <= core::FINALIZER_WINDOW_SEQS / 2);
+const _: () = assert!(REACK_ENTRIES_MAX <= core::FINALIZER_WINDOW_SEQS);
+
+// ---- reading the topics ---------------------------------------------------------------------
+
+/// Bytes taken from the journal consumer per batch, beyond its first message (≈ one sequencer
+/// batch of transfers, 64 bytes each).
+pub const JOURNAL_RECV_BYTES_MAX: usize = core::SEQUENCER_BATCH_ENTRIES_MAX * 64;
+/// Bytes taken from the ack consumer per batch, beyond its first message.
+pub const ACK_RECV_BYTES_MAX: usize = 1 << 20;
+/// Bytes taken from the notify consumer per batch (the API), beyond its first message.
+pub const NOTICE_RECV_BYTES_MAX: usize = 1 << 20;
+/// Bytes taken from the inbound consumer per sequencer round, beyond its first message: a
+/// command is at least ≈ 40 bytes, so about one sequencer batch.
+pub const INBOUND_RECV_BYTES_MAX: usize = core::SEQUENCER_BATCH_ENTRIES_MAX * 40;
+/// How long a reader waits for a first message before it looks at its other inputs.
+pub const JOURNAL_WAIT: Duration = Duration::from_millis(20);
+pub const ACK_WAIT: Duration = Duration::from_millis(20);
+pub const NOTICE_WAIT: Duration = Duration::from_millis(50);
+/// The leader's wait for inbound messages; a follower polls (for rebalances) less often.
+pub const INBOUND_WAIT_LEADING: Duration = Duration::from_millis(20);
+pub const INBOUND_WAIT_FOLLOWING: Duration = Duration::from_millis(100);
+
+// ---- queues between the tasks (bounded: back-pressure, never growth) ------------------------
+
+/// Decoded journal batches waiting for the center task (each ≤ [`JOURNAL_RECV_BYTES_MAX`] plus
+/// one message).
+pub const JOURNAL_QUEUE_BATCHES: usize = 8;
+/// Decoded ack batches waiting for the center task (each ≤ [`ACK_RECV_BYTES_MAX`] plus one
+/// message).
+pub const ACK_QUEUE_BATCHES: usize = 8;
+/// Commits waiting for the committer; behind them the center task merges what comes into one
+/// (up to [`MERGED_COMMIT_ENTRIES_MAX`] entries, then it waits for the committer).
+pub const COMMIT_QUEUE_COMMITS: usize = 2;
+/// Acks, re-ack requests, notices and commands waiting for the publisher.
+pub const PUBLISH_QUEUE_ITEMS: usize = 64;
+/// Effect batches waiting for a plugin's adapter task.
+pub const EFFECT_QUEUE_BATCHES: usize = 64;
+/// Effect batches the center task keeps while an adapter's queue is full (a slow adapter does
+/// not stall the journal); beyond this the center task waits for the adapter.
+pub const EFFECT_OUTBOX_BATCHES_MAX: usize = 1_024;
+/// Committed entry batches waiting for the API's read model (a slow read model holds the
+/// committer back rather than losing an entry).
+pub const FEED_QUEUE_BATCHES: usize = 256;
+/// API submissions waiting for the inbound topic.
+pub const SUBMIT_QUEUE_BATCHES: usize = 1_024;
+/// Notices and refusals waiting for the API's dispatcher thread.
+pub const API_EVENT_QUEUE: usize = 1_024;
+
+// ---- commits ----------------------------------------------------------------------------------
+
+/// Commits that queued up behind a running one are merged into one transaction up to about this
+/// many entries (a catching-up center writes each changed balance once per merged commit); the
+/// center task waits for the committer beyond it.
+pub const MERGED_COMMIT_ENTRIES_MAX: usize = 131_072;
+/// A commit of finality progress alone waits this long for more to merge with (a commit is one
+/// fsync; progress lags, which a restart only pays for by reading more acks again).
+pub const PROGRESS_COMMIT_DELAY: Duration = Duration::from_millis(50);
+
+// One commit of the center holds what one journal batch released, at most a gap buffer's worth
+// (a filled hole releases the whole buffer at once) and a batch: merging never stops short of it.
+const _: () =
+    assert!(MERGED_COMMIT_ENTRIES_MAX >= core::GAP_BUFFER_SLOTS + core::SEQUENCER_BATCH_ENTRIES_MAX);
+
+// ---- retries and timeouts ------------------------------------------------------------------
+
+/// Pause between two attempts of a PostgreSQL call that did not get an answer.
+pub const PG_RETRY_PAUSE: Duration = Duration::from_millis(250);
+/// At start, PostgreSQL must answer within this (then the node stops with a message).
+pub const PG_START_DEADLINE: Duration = Duration::from_secs(60);
+/// Pause between two attempts to publish a message the broker did not confirm.
+pub const PUBLISH_RETRY_PAUSE: Duration = Duration::from_millis(100);
+/// A publish not confirmed within this is tried again.
+pub const PUBLISH_TIMEOUT: Duration = Duration::from_secs(5);
+/// Pause after a consumer error (librdkafka reconnects by itself).
+pub const CONSUMER_ERROR_PAUSE: Duration = Duration::from_millis(100);
+/// Broker metadata calls (watermarks, seeks, topic creation).
+pub const BROKER_CALL_TIMEOUT: Duration = Duration::from_secs(10);
+pub const TOPICS_TIMEOUT: Duration = Duration::from_secs(30);
+
+// ---- the sequencer ---------------------------------------------------------------------------
+
+/// Outbox entries replayed into the dedupe window by a new leader (≈ 2.6 s at 100,000/s; older
+/// retries are sequenced again — the bound is documented in ARCHITECTURE.md).
+pub const TAKEOVER_DEDUPE_ENTRIES: u64 = 262_144;
+/// The leader renews its lease (`sequencer.updated_at`) this often when no batch did: the
+/// lease's age tells the time since a leader died within this.
+pub const LEASE_INTERVAL: Duration = Duration::from_millis(100);
+/// How often a non-leader looks at the lease.
+pub const LEASE_CHECK_INTERVAL: Duration = Duration::from_millis(100);
+/// A lease older than this means the leader is gone and a member rejoins the group (sequencer
+/// docs: tansu 0.6 reassigns a dead member's partition only when someone joins).
+pub const LEADER_SILENCE_MAX: Duration = Duration::from_millis(6_350);
+/// Added to [`LEADER_SILENCE_MAX`] per center number: orders the survivors.
+pub const LEADER_SILENCE_STAGGER: Duration = Duration::from_millis(100);
+/// Journal messages published but not yet confirmed before the leader waits.
+pub const IN_FLIGHT_MAX: usize = 64;
+/// How often confirmed batches are marked published in the outbox.
+pub const MARK_INTERVAL: Duration = Duration::from_millis(200);
+/// A full producer queue makes the leader wait this long before it tries again.
+pub const PRODUCER_FULL_PAUSE: Duration = Duration::from_millis(5);
+
+// Everything a new leader replays is still remembered by its dedupe window.
+const _: () = assert!(TAKEOVER_DEDUPE_ENTRIES as usize <= core::DEDUPE_WINDOW_ENTRIES / 2);
+// A rejoin comes only once the broker has expired the dead member (session timeout) and the
+// lease has had time to be renewed.
+const _: () = assert!(
+    LEADER_SILENCE_MAX.as_millis()
+        > (rtgs_kafka::clients::SESSION_TIMEOUT_MS as u128) + 2 * LEASE_INTERVAL.as_millis()
+);
+// The leader's unconfirmed journal messages fit the producer's client queue.
+const _: () =
+    assert!(IN_FLIGHT_MAX * MESSAGE_BYTES_MAX <= rtgs_kafka::clients::PRODUCER_QUEUE_KBYTES * 1_024);
+
+// ---- plugins, status, runtime -------------------------------------------------------------
+
+/// An adapter waits this long for effects, then polls its outside world.
+pub const ADAPTER_POLL_INTERVAL: Duration = Duration::from_millis(10);
+/// How often an adapter publishes its figures for the status.
+pub const ADAPTER_FIGURES_INTERVAL: Duration = Duration::from_millis(200);
+/// How often the status file is written.
+pub const STATUS_INTERVAL: Duration = Duration::from_millis(200);
+/// Runs of entries the quorum-latency timeline remembers (metrics module docs).
+pub const TIMELINE_RUNS_MAX: usize = 65_536;
+/// Worker threads of the node's runtime (the target hosts give a node two cores).
+pub const WORKER_THREADS: usize = 2;
+/// PostgreSQL connections: the center's database (committer, publisher's re-reads, start) and
+/// the sequencer's (leader, gap pulls).
+pub const CENTER_POOL_CONNECTIONS: usize = 4;
+pub const SEQUENCER_POOL_CONNECTIONS: usize = 3;

@@ -1,0 +1,473 @@
+//! The sequencer instance of one center: leads while it holds the inbound partition.
+//!
+//! Leading, per batch of inbound messages (up to `SEQUENCER_BATCH_ENTRIES_MAX` entries per frame):
+//! sequence (core [`Sequencer`], a `Tick` whenever one is due, under load too) → record the
+//! frames in the outbox with the fenced conditional update → publish them to the journal →
+//! (every few batches) mark them published. A fenced record ([`LeadError::Fenced`]) means
+//! another instance took over: this one steps down at once and forgets its state.
+//!
+//! Where to resume the inbound topic is PostgreSQL's `sequencer.inbound_offset`, recorded in the
+//! same transaction as each batch, so a new leader neither skips nor re-reads a sequenced
+//! message. The broker's committed offset is only a hint for where fetching starts (it is not
+//! fenced by group generation); messages at or below the recorded offset are skipped.
+//!
+//! Dedupe across a failover: the new leader replays the last [`TAKEOVER_DEDUPE_ENTRIES`] entries
+//! of the outbox into the sequencer's `bmi` window, so a participant's retry of a payment
+//! sequenced just before the failover is answered as a duplicate, not paid twice.
+
+use crate::broker::{recv_batch, Broker};
+use crate::clock::wall_us;
+use crate::error::{EngineError, Invariant, LeadError};
+use crate::frames;
+use crate::limits::{
+    INBOUND_RECV_BYTES_MAX, INBOUND_WAIT_FOLLOWING, INBOUND_WAIT_LEADING, IN_FLIGHT_MAX,
+    JOURNAL_MESSAGE_ENTRIES_MAX, LEADER_SILENCE_MAX, LEADER_SILENCE_STAGGER, LEASE_CHECK_INTERVAL,
+    LEASE_INTERVAL, MARK_INTERVAL, PRODUCER_FULL_PAUSE, PUBLISH_RETRY_PAUSE, TAKEOVER_DEDUPE_ENTRIES,
+};
+use crate::metrics::Metrics;
+use crate::pg::PgRetry;
+use crate::status::SequencerStats;
+use futures_util::FutureExt;
+use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
+use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
+use rdkafka::{Offset, TopicPartitionList};
+use rtgs_core::codec;
+use rtgs_core::entry::{CenterId, Command, Entry, Seq};
+use rtgs_core::sequencer::{Admission, Sequencer};
+use rtgs_kafka::leadership::Leadership;
+use rtgs_kafka::wire::{self, Notice, NoticeStatus};
+use rtgs_pg::sequencer_store::{OutboxBatch, SequencerStore};
+use rtgs_pg::StoreError;
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What the sequencer task is given.
+pub struct SequencerInputs {
+    pub name: String,
+    pub center: CenterId,
+    pub broker: Broker,
+    /// `Tick`s also when nothing is sequenced (off only in drills that compare quiescent
+    /// databases: plugin timers need them).
+    pub idle_tick: bool,
+    pub store: SequencerStore,
+    pub retry: PgRetry,
+    pub stats: Arc<SequencerStats>,
+    pub metrics: Arc<Metrics>,
+}
+
+struct InFlight {
+    seq_first: Seq,
+    frames: Arc<Vec<u8>>,
+    delivery: DeliveryFuture,
+}
+
+/// The state of a leading instance.
+struct Leader {
+    sequencer: Sequencer,
+    epoch: u32,
+    /// Recorded in the outbox: messages at or below it are sequenced.
+    inbound_offset: i64,
+    in_flight: VecDeque<InFlight>,
+    /// Highest `seq_first` whose publish (and every earlier one) the broker confirmed.
+    delivered_seq_first: Option<Seq>,
+    last_mark: Instant,
+    /// When `sequencer.updated_at` was last set by this leader (takeover, a recorded batch or a
+    /// lease renewal).
+    leased_at: Instant,
+}
+
+/// The sequencer task: its inputs, its producer, its group membership.
+struct Instance {
+    i: SequencerInputs,
+    producer: FutureProducer,
+    consumer: StreamConsumer<Leadership>,
+    leadership: Leadership,
+}
+
+pub async fn run(i: SequencerInputs) -> Result<(), EngineError> {
+    let producer = i.broker.producer(&format!("{}-sequencer", i.name))?;
+    let (consumer, leadership) = join_group(&i)?;
+    let mut s = Instance { i, producer, consumer, leadership };
+    let mut leader: Option<Leader> = None;
+    let mut last_check = Instant::now();
+    let mut last_join = Instant::now();
+    loop {
+        // Every recorded batch renews the lease too: under load no separate renewal is due.
+        let lease_due = leader.as_ref().is_some_and(|l| l.leased_at.elapsed() >= LEASE_INTERVAL);
+        let check_due = leader.is_none() && last_check.elapsed() >= LEASE_CHECK_INTERVAL;
+        if lease_due || check_due {
+            last_check = Instant::now();
+            if let Some(l) = leader.as_mut() {
+                // The lease also checks the fence while idle.
+                let (epoch, store) = (l.epoch, &s.i.store);
+                l.leased_at = Instant::now();
+                if !s.i.retry.get("sequencer lease", || store.heartbeat(epoch)).await? {
+                    eprintln!("{}: sequencer: fenced by a newer leader; stepping down", s.i.name);
+                    leader = s.step_down();
+                }
+            } else if last_join.elapsed() >= LEADER_SILENCE_MAX && s.rejoin_claimed().await? {
+                s.rejoin()?;
+                last_join = Instant::now();
+            }
+        }
+        if s.leadership.is_leader() != leader.is_some() {
+            if s.leadership.is_leader() {
+                leader = Some(s.take_over().await?);
+            } else {
+                eprintln!("{}: sequencer: stepping down (partition revoked)", s.i.name);
+                leader = s.step_down();
+            }
+        }
+        // Poll even when not leading: the consumer must keep polling for rebalances to happen.
+        let wait = if leader.is_some() { INBOUND_WAIT_LEADING } else { INBOUND_WAIT_FOLLOWING };
+        let who = format!("{}: sequencer: inbound", s.i.name);
+        let batch = recv_batch(&s.consumer, wait, INBOUND_RECV_BYTES_MAX, &who).await;
+        let Some(l) = leader.as_mut() else { continue };
+        if !s.leadership.is_leader() {
+            // Revoked while waiting: what was read is left for the next leader.
+            continue;
+        }
+        match s.lead(l, &batch).await {
+            Ok(()) => {}
+            Err(LeadError::Fenced { epoch, seq_first }) => {
+                eprintln!(
+                    "{}: sequencer: fenced by a newer leader (epoch {epoch} at seq {seq_first}); stepping down",
+                    s.i.name
+                );
+                leader = s.step_down();
+            }
+            Err(LeadError::Stop(e)) => return Err(e),
+        }
+    }
+}
+
+/// A fresh member of group `sequencer` (a new member id: joining triggers a rebalance).
+fn join_group(i: &SequencerInputs) -> Result<(StreamConsumer<Leadership>, Leadership), EngineError> {
+    let leadership = Leadership::new(&i.broker.topics.inbound);
+    let consumer: StreamConsumer<Leadership> = rtgs_kafka::clients::consumer(
+        &i.broker.bootstrap,
+        &i.broker.group("sequencer"),
+        &format!("{}-sequencer", i.name),
+        leadership.clone(),
+    )
+    .map_err(|e| EngineError::kafka("the sequencer's consumer", e))?;
+    consumer
+        .subscribe(&[&i.broker.topics.inbound])
+        .map_err(|e| EngineError::kafka("subscribe to the inbound topic", e))?;
+    Ok((consumer, leadership))
+}
+
+impl Instance {
+    fn step_down(&self) -> Option<Leader> {
+        self.i.stats.leader.store(false, Ordering::Relaxed);
+        None
+    }
+
+    /// The lease is older than this center's silence threshold and this member claimed the
+    /// rejoin. One survivor rejoins per silence: two members joining within one rebalance cost
+    /// this broker an extra round (≈ 5 s measured; a 1 s stagger alone was not enough on a
+    /// loaded host). The stagger orders the survivors, the claim — a conditional lease renewal
+    /// in PostgreSQL — makes the later one stand aside.
+    async fn rejoin_claimed(&self) -> Result<bool, EngineError> {
+        let store = &self.i.store;
+        let (silence, epoch) = self.i.retry.get("sequencer lease check", || store.leader_silence()).await?;
+        let stagger = LEADER_SILENCE_STAGGER.as_secs_f64() * f64::from(self.i.center.0.saturating_sub(1));
+        let threshold = LEADER_SILENCE_MAX.as_secs_f64() + stagger;
+        if silence < threshold
+            || !self.i.retry.get("sequencer rejoin claim", || store.claim_rejoin(threshold)).await?
+        {
+            return Ok(false);
+        }
+        eprintln!(
+            "{}: sequencer: no leader for {silence:.1} s (epoch {epoch}): rejoining group {} to force a rebalance",
+            self.i.name,
+            self.i.broker.group("sequencer")
+        );
+        Ok(true)
+    }
+
+    /// Leaves the group (dropping the consumer) and joins it again with a new member id.
+    fn rejoin(&mut self) -> Result<(), EngineError> {
+        let (consumer, leadership) = join_group(&self.i)?;
+        (self.consumer, self.leadership) = (consumer, leadership);
+        Ok(())
+    }
+
+    /// Becomes the leader: bump the epoch in PostgreSQL, rebuild the sequencer from the outbox,
+    /// republish what was recorded but not published.
+    async fn take_over(&self) -> Result<Leader, EngineError> {
+        let (i, started) = (&self.i, Instant::now());
+        let store = &i.store;
+        let t = i.retry.get("sequencer takeover", || store.take_over(&i.name)).await?;
+        let mut sequencer = Sequencer::new(i.center, 0);
+        if t.last_seq > 0 {
+            let from = t.last_seq.saturating_sub(TAKEOVER_DEDUPE_ENTRIES) + 1;
+            let batches = i.retry.get("outbox read", || store.batches(from, t.last_seq)).await?;
+            recover(&mut sequencer, &batches, t.last_seq)?;
+        }
+        sequencer.begin_epoch(t.epoch);
+        for b in &t.unpublished {
+            let frames = Arc::new(b.frames.clone());
+            self.publish_confirmed(b.seq_first, &frames).await;
+        }
+        if let Some(last) = t.unpublished.last() {
+            i.retry.get("mark republished", || store.mark_published(last.seq_first)).await?;
+        }
+        i.stats.epoch.store(u64::from(t.epoch), Ordering::Relaxed);
+        // Messages read before this instance led were dropped: read on from the recorded offset.
+        self.seek(t.inbound_offset + 1);
+        i.stats.seq_sequenced.store(t.last_seq, Ordering::Relaxed);
+        i.stats.takeovers.fetch_add(1, Ordering::Relaxed);
+        i.stats.leader.store(true, Ordering::Relaxed);
+        eprintln!(
+            "{}: sequencer: LEADER at epoch {} from seq {} (inbound offset {}, {} batches republished, {:.0} ms)",
+            i.name,
+            t.epoch,
+            t.last_seq + 1,
+            t.inbound_offset,
+            t.unpublished.len(),
+            started.elapsed().as_secs_f64() * 1e3
+        );
+        Ok(Leader {
+            sequencer,
+            epoch: t.epoch,
+            inbound_offset: t.inbound_offset,
+            in_flight: VecDeque::new(),
+            delivered_seq_first: None,
+            last_mark: Instant::now(),
+            leased_at: Instant::now(),
+        })
+    }
+
+    fn send(&self, seq_first: Seq, frames: &Arc<Vec<u8>>) -> DeliveryFuture {
+        let key = seq_first.to_be_bytes();
+        loop {
+            let record =
+                FutureRecord::to(&self.i.broker.topics.journal).payload(frames.as_slice()).key(&key[..]);
+            match self.producer.send_result(record) {
+                Ok(delivery) => return delivery,
+                // Queue full: the bound on the client queue is our back-pressure.
+                Err((_, _)) => std::thread::sleep(PRODUCER_FULL_PAUSE),
+            }
+        }
+    }
+
+    /// Publishes and waits for the broker's confirmation, retrying until it comes.
+    async fn publish_confirmed(&self, seq_first: Seq, frames: &Arc<Vec<u8>>) {
+        loop {
+            match self.send(seq_first, frames).await {
+                Ok(Ok(_)) => return,
+                Ok(Err((e, _))) => {
+                    eprintln!("{}: sequencer: publish of seq {seq_first}: {e}; again", self.i.name)
+                }
+                Err(_) => {
+                    eprintln!("{}: sequencer: publish of seq {seq_first} cancelled; again", self.i.name)
+                }
+            }
+            tokio::time::sleep(PUBLISH_RETRY_PAUSE).await;
+        }
+    }
+
+    /// One round as leader: sequence `batch` (and a Tick when one is due), record, publish.
+    async fn lead(&self, l: &mut Leader, batch: &[(i64, Vec<u8>)]) -> Result<(), LeadError> {
+        let now = wall_us();
+        let mut commands: Vec<Command> = Vec::new();
+        let mut last_offset = l.inbound_offset;
+        let mut seek_to = None;
+        for (offset, payload) in batch {
+            if *offset <= last_offset {
+                continue; // sequenced by this or an earlier leader
+            }
+            if *offset > last_offset + 1 {
+                // Inbound offsets are contiguous (no transactions, no compaction): a message was
+                // not seen here (read before this instance led). Go back for it; never skip one.
+                seek_to = Some(last_offset + 1);
+                break;
+            }
+            last_offset = *offset;
+            if codec::decode_commands_frames(payload, &mut commands).is_err() {
+                // Input error: the message is dropped whole, counted and reported.
+                self.i.stats.malformed_inbound.fetch_add(1, Ordering::Relaxed);
+                eprintln!(
+                    "{}: sequencer: inbound offset {offset} is not a commands frame; dropped",
+                    self.i.name
+                );
+            }
+        }
+        let mut entries = Vec::with_capacity(commands.len() + 1);
+        let mut admissions = Vec::with_capacity(commands.len());
+        let bmis: Vec<_> = commands.iter().map(|c| c.bmi).collect();
+        l.sequencer.handle_commands(now, commands, &mut entries, &mut admissions);
+        // Time never stops: a Tick whenever one is due, with a batch as when idle (mission.md
+        // §3.4). Without idle ticks (drills) only batches carry them.
+        if !entries.is_empty() || self.i.idle_tick {
+            if let Some(tick) = l.sequencer.poll_tick(now) {
+                entries.push(tick);
+            }
+        }
+        self.refuse(&admissions, &bmis);
+        if !entries.is_empty() {
+            let ranges = frames::cut(&entries, JOURNAL_MESSAGE_ENTRIES_MAX, frames::entry_bytes);
+            let (count, recorded) = (ranges.len(), l.inbound_offset);
+            for (k, range) in ranges.into_iter().enumerate() {
+                // The batch's inbound offset goes with its last frame only: a leader that dies
+                // after recording the first frames lets its successor read those messages again
+                // (their commands then meet the dedupe window), never skip the rest.
+                let offset = if k + 1 == count { last_offset } else { recorded };
+                self.record_and_publish(l, &entries[range], offset).await?;
+            }
+        } else if last_offset > l.inbound_offset {
+            // Only retries: nothing to record; re-reading them after a failover is harmless.
+            l.inbound_offset = last_offset;
+        }
+        if let Some(offset) = seek_to {
+            self.seek(offset);
+        }
+        self.settle_deliveries(l, false).await
+    }
+
+    /// Conflicting `bmi`s are refused (DUPL) with a notice to their origin's participants. Best
+    /// effort: a lost refusal is answered again on the participant's retry.
+    fn refuse(&self, admissions: &[Admission], bmis: &[rtgs_core::entry::Bmi]) {
+        let refusals: Vec<Notice> = admissions
+            .iter()
+            .zip(bmis)
+            .filter_map(|(a, bmi)| match a {
+                Admission::Conflict(seq) => {
+                    Some(Notice { seq: *seq, status: NoticeStatus::Refused, bmi: *bmi })
+                }
+                _ => None,
+            })
+            .collect();
+        if !refusals.is_empty() {
+            self.i.stats.refusals.fetch_add(refusals.len() as u64, Ordering::Relaxed);
+            let body = wire::encode_notices(&refusals);
+            let _ = self
+                .producer
+                .send_result(FutureRecord::<(), _>::to(&self.i.broker.topics.notify).payload(&body));
+        }
+    }
+
+    /// Moves the inbound consumer to `offset` (the next message to sequence).
+    fn seek(&self, offset: i64) {
+        let topic = &self.i.broker.topics.inbound;
+        let result = tokio::task::block_in_place(|| {
+            self.consumer.seek(topic, 0, Offset::Offset(offset), Duration::from_secs(5))
+        });
+        match result {
+            Ok(()) => eprintln!("{}: sequencer: inbound resumes at offset {offset}", self.i.name),
+            Err(e) => eprintln!("{}: sequencer: cannot seek the inbound topic to {offset}: {e}", self.i.name),
+        }
+    }
+
+    async fn record_and_publish(
+        &self,
+        l: &mut Leader,
+        entries: &[Entry],
+        inbound_offset: i64,
+    ) -> Result<(), LeadError> {
+        let (Some(first), Some(last)) = (entries.first(), entries.last()) else { return Ok(()) };
+        let mut frames = Vec::with_capacity(entries.len() * 72);
+        codec::encode_frame(entries, &mut frames);
+        let batch = OutboxBatch { seq_first: first.seq, seq_last: last.seq, epoch: l.epoch, frames };
+        // Durable before publish. A lost connection leaves the commit's outcome unknown: look
+        // before recording again (a second attempt after a commit would be fenced by itself).
+        let store = &self.i.store;
+        let recorded = self
+            .i
+            .retry
+            .write(
+                "sequencer: recording a batch",
+                || store.record_batch(&batch, inbound_offset),
+                || store.is_recorded(batch.seq_first, batch.epoch),
+            )
+            .await;
+        match recorded {
+            Ok(_) => {}
+            Err(StoreError::Fenced { epoch, seq_first }) => {
+                return Err(LeadError::Fenced { epoch, seq_first })
+            }
+            Err(e) => return Err(EngineError::store(format!("recording seq {}", batch.seq_first), e).into()),
+        }
+        l.leased_at = Instant::now();
+        l.inbound_offset = l.inbound_offset.max(inbound_offset);
+        self.i.stats.seq_sequenced.store(batch.seq_last, Ordering::Relaxed);
+        self.i.metrics.sequenced(entries.len());
+        let frames = Arc::new(batch.frames);
+        let delivery = self.send(batch.seq_first, &frames);
+        l.in_flight.push_back(InFlight { seq_first: batch.seq_first, frames, delivery });
+        Ok(())
+    }
+
+    /// Collects the broker's confirmations in order (republishing a failed one), and every
+    /// [`MARK_INTERVAL`] marks the confirmed batches published and hints the inbound offset.
+    async fn settle_deliveries(&self, l: &mut Leader, all: bool) -> Result<(), LeadError> {
+        loop {
+            let must_wait = all || l.in_flight.len() > IN_FLIGHT_MAX;
+            let Some(front) = l.in_flight.front_mut() else { break };
+            let result = if must_wait {
+                Some((&mut front.delivery).await)
+            } else {
+                (&mut front.delivery).now_or_never()
+            };
+            let Some(result) = result else { break };
+            let Some(front) = l.in_flight.pop_front() else { break };
+            if !matches!(result, Ok(Ok(_))) {
+                // Not confirmed: publish again (centers reorder by seq and drop repeats).
+                eprintln!(
+                    "{}: sequencer: journal publish of seq {} failed; again",
+                    self.i.name, front.seq_first
+                );
+                self.publish_confirmed(front.seq_first, &front.frames).await;
+            }
+            l.delivered_seq_first = Some(front.seq_first);
+        }
+        if l.last_mark.elapsed() >= MARK_INTERVAL {
+            l.last_mark = Instant::now();
+            if let Some(seq_first) = l.delivered_seq_first.take() {
+                let store = &self.i.store;
+                self.i.retry.get("mark published", || store.mark_published(seq_first)).await?;
+            }
+            if l.inbound_offset >= 0 {
+                let mut tpl = TopicPartitionList::new();
+                let topic = &self.i.broker.topics.inbound;
+                let _ = tpl.add_partition_offset(topic, 0, Offset::Offset(l.inbound_offset + 1));
+                let _ = self.consumer.commit(&tpl, CommitMode::Async);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Rebuilds the sequencer's `bmi` window from the recorded batches up to `last_seq`, checking
+/// that they are gap-free and end where the sequencer row says.
+fn recover(sequencer: &mut Sequencer, batches: &[OutboxBatch], last_seq: Seq) -> Result<(), Invariant> {
+    let mut entries = Vec::new();
+    for b in batches {
+        codec::decode_frames(&b.frames, &mut entries)
+            .map_err(|e| Invariant(format!("recorded batch {} does not decode: {e}", b.seq_first)))?;
+    }
+    let Some(first) = entries.first() else {
+        return Err(Invariant(format!("the outbox holds no batch up to recorded seq {last_seq}")));
+    };
+    sequencer.resume_at(first.seq, 0, 0);
+    for e in &entries {
+        if e.seq != sequencer.seq_next() {
+            return Err(Invariant(format!(
+                "the outbox is not gap-free at seq {} (expected {})",
+                e.seq,
+                sequencer.seq_next()
+            )));
+        }
+        sequencer.recover(e);
+    }
+    if sequencer.seq_next() != last_seq + 1 {
+        return Err(Invariant(format!(
+            "the outbox ends at seq {} but the sequencer row says {last_seq}",
+            sequencer.seq_next() - 1
+        )));
+    }
+    Ok(())
+}

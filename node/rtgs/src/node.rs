@@ -1,0 +1,133 @@
+//! `rtgs node`: the command line of one center of the production engine. The engine itself is
+//! `rtgs-engine`; this parses flags and environment into its `NodeConfig` and runs it.
+
+use crate::pg_args::PgArgs;
+use clap::Args;
+use rtgs_core::entry::CenterId;
+use rtgs_engine::{ApiConfig, CollectionConfig, Faults, NodeConfig};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Args, Clone, Debug)]
+pub struct NodeArgs {
+    /// This center's number, 1..=CENTER_COUNT.
+    #[arg(long, env = "CENTER_ID")]
+    pub center_id: u8,
+    /// Number of centers in the cluster (quorum = floor(N/2) + 1).
+    #[arg(long, env = "CENTER_COUNT", default_value_t = 3)]
+    pub center_count: usize,
+    /// Offset added to this node's listening ports: the HTTP API (with --api-config) on
+    /// 8080 + PORT_OFFSET, /metrics on 9100 + PORT_OFFSET.
+    #[arg(long, env = "PORT_OFFSET", default_value_t = 0)]
+    pub port_offset: u16,
+    /// Kafka bootstrap servers.
+    #[arg(long, env = "RTGS_BOOTSTRAP", default_value = "127.0.0.1:9092")]
+    pub bootstrap: String,
+    /// Topic prefix: topics PREFIX.inbound, .journal, .applied, .notify (and, for a prefix other
+    /// than `rtgs`, consumer groups PREFIX.sequencer, PREFIX.ledger-DC1, ...).
+    #[arg(long, env = "RTGS_TOPIC_PREFIX", default_value = "rtgs")]
+    pub topic_prefix: String,
+    /// This center's database (default rtgs_dcN).
+    #[arg(long, env = "RTGS_DB")]
+    pub db: Option<String>,
+    /// The sequencer's database, shared by all centers.
+    #[arg(long, env = "RTGS_SEQ_DB", default_value = "rtgs_seq")]
+    pub seq_db: String,
+    #[command(flatten)]
+    pub pg: PgArgs,
+    /// Write the node's status as JSON to this file about every 200 ms (tests, scripts).
+    #[arg(long, env = "RTGS_STATUS_FILE")]
+    pub status_file: Option<PathBuf>,
+    /// Seconds between status lines on stderr (0: none).
+    #[arg(long, env = "RTGS_STATUS_INTERVAL_S", default_value_t = 5)]
+    pub status_interval_s: u64,
+    /// Fault injection for drills: drop one in N journal messages as if lost in transit (the
+    /// gap buffer must then pull the missing entries from the outbox). 0: off.
+    #[arg(long, env = "RTGS_FAULT_DROP_JOURNAL_ONE_IN", default_value_t = 0, hide = true)]
+    pub fault_drop_journal_one_in: u64,
+    /// Fault injection for drills: one in N of this center's ack messages is not published (as
+    /// if the broker lost it; finality must recover by publishing acks again). 0: off.
+    #[arg(long, env = "RTGS_FAULT_DROP_ACKS_ONE_IN", default_value_t = 0, hide = true)]
+    pub fault_drop_acks_one_in: u64,
+    /// No idle Tick entries (`RTGS_NO_IDLE_TICK=true`; drills that compare quiescent databases):
+    /// ticks then ride only with batches. Plugin timers need idle ticks: never in production.
+    #[arg(long, env = "RTGS_NO_IDLE_TICK", hide = true)]
+    pub no_idle_tick: bool,
+    #[command(flatten)]
+    pub plugins: PluginArgs,
+    #[command(flatten)]
+    pub api: ApiArgs,
+    /// Where `/metrics` listens (default 127.0.0.1:(9100 + PORT_OFFSET); port 0: any free port,
+    /// reported in the status as `metrics_listen`). Loopback callers only, whatever the address.
+    #[arg(long, env = "RTGS_METRICS_LISTEN")]
+    pub metrics_listen: Option<SocketAddr>,
+    /// Check the settings and exit (0: they would run).
+    #[arg(long)]
+    pub check: bool,
+}
+
+/// `rtgs node` options of the plugins (every center must run the same set: their digests are in
+/// the state hash; `rtgs collect --wallets` must name the same number of wallets).
+#[derive(Args, Clone, Debug)]
+pub struct PluginArgs {
+    /// Plugins (with `--collection`: 500 wallets and 20 relayers unless set, chain seed 1).
+    #[command(flatten)]
+    pub flags: crate::plugin_flags::PluginFlags,
+    /// A center proposes itself as owner when the owner's acks have not advanced for this long.
+    #[arg(long, env = "RTGS_OWNER_SILENCE_S", default_value_t = 5)]
+    pub owner_silence_s: u64,
+}
+
+#[derive(Args, Clone, Debug, Default)]
+pub struct ApiArgs {
+    /// Serve the participant HTTP API with these participants and operators (JSON, as for
+    /// `rtgs serve`); off without it.
+    #[arg(long, env = "RTGS_API_CONFIG")]
+    pub api_config: Option<PathBuf>,
+    /// Listen here instead of 127.0.0.1:8080+PORT_OFFSET.
+    #[arg(long, env = "RTGS_API_LISTEN")]
+    pub api_listen: Option<SocketAddr>,
+}
+
+impl NodeArgs {
+    fn config(self) -> anyhow::Result<NodeConfig> {
+        let p = self.plugins;
+        let plugins =
+            p.flags.config(CollectionConfig { wallets: 500, relayers: 20, ..Default::default() })?;
+        Ok(NodeConfig {
+            center: CenterId(self.center_id),
+            center_count: self.center_count,
+            port_offset: self.port_offset,
+            bootstrap: self.bootstrap,
+            topic_prefix: self.topic_prefix,
+            db: self.db.unwrap_or_else(|| format!("rtgs_dc{}", self.center_id)),
+            seq_db: self.seq_db,
+            pg: self.pg.server(),
+            status_file: self.status_file,
+            status_interval_s: self.status_interval_s,
+            faults: Faults {
+                drop_journal_one_in: self.fault_drop_journal_one_in,
+                drop_acks_one_in: self.fault_drop_acks_one_in,
+            },
+            idle_tick: !self.no_idle_tick,
+            plugins,
+            owner_silence: Duration::from_secs(p.owner_silence_s.max(1)),
+            api: self.api.api_config.map(|config| ApiConfig { config, listen: self.api.api_listen }),
+            metrics_listen: self.metrics_listen,
+        })
+    }
+}
+
+pub fn run(args: NodeArgs) -> anyhow::Result<ExitCode> {
+    let check = args.check;
+    let config = args.config()?;
+    if check {
+        config.validate()?;
+        eprintln!("rtgs node: the settings are valid");
+        return Ok(ExitCode::SUCCESS);
+    }
+    rtgs_engine::run(config)?;
+    Ok(ExitCode::SUCCESS)
+}
