@@ -521,30 +521,69 @@ impl Center {
     ) {
         self.delivered_at_us = now_us;
         for (entry, submitted_at_us) in entries {
-            let seq = entry.seq;
-            if seq < self.gap_out.seq_next() {
-                continue; // applied already (a republished or replayed entry)
+            if entry.seq == self.gap_out.seq_next() && self.gap_out.pass(entry.seq) {
+                self.apply_in_hand(&entry, submitted_at_us);
+            } else {
+                self.buffer(entry, submitted_at_us, now_us);
             }
-            self.seq_delivered_max = self.seq_delivered_max.max(seq);
-            let mut item = (entry, submitted_at_us);
-            loop {
-                match self.gap_in.insert(seq, item) {
-                    Insert::Stored | Insert::Duplicate | Insert::Applied | Insert::OutOfRange => break,
-                    Insert::Full(back) => {
-                        // Make room if the run can move; otherwise drop it and pull it later.
-                        if self.apply_ready(now_us) == 0 {
-                            self.seq_overflow_max = self.seq_overflow_max.max(seq);
-                            self.stats.entries_dropped_for_room += 1;
-                            break;
-                        }
-                        item = back;
+        }
+        self.after_entries(position, now_us);
+    }
+
+    /// [`Center::handle_entries`] of entries the caller keeps (a journal batch shared by several
+    /// centers): those next in order are applied from the slice, the others copied into the gap
+    /// buffer. `submitted_at_us` holds one time per entry (or is empty: all unknown).
+    pub fn handle_entries_ref(
+        &mut self,
+        entries: &[Entry],
+        submitted_at_us: &[u64],
+        position: Option<u64>,
+        now_us: u64,
+    ) {
+        self.delivered_at_us = now_us;
+        for (i, entry) in entries.iter().enumerate() {
+            let at = submitted_at_us.get(i).copied().unwrap_or(0);
+            if entry.seq == self.gap_out.seq_next() && self.gap_out.pass(entry.seq) {
+                self.apply_in_hand(entry, at);
+            } else if entry.seq >= self.gap_out.seq_next() {
+                self.buffer(entry.clone(), at, now_us);
+            }
+        }
+        self.after_entries(position, now_us);
+    }
+
+    /// An entry that is not next in order (or whose slot is taken): into the gap buffer; when
+    /// it is full, applies what it can first, and drops it (to pull it later) if the run cannot
+    /// move.
+    fn buffer(&mut self, entry: Entry, submitted_at_us: u64, now_us: u64) {
+        let seq = entry.seq;
+        if seq < self.gap_out.seq_next() {
+            return; // applied already (a republished or replayed entry)
+        }
+        self.seq_delivered_max = self.seq_delivered_max.max(seq);
+        let mut item = (entry, submitted_at_us);
+        loop {
+            match self.gap_in.insert(seq, item) {
+                Insert::Stored | Insert::Duplicate | Insert::Applied | Insert::OutOfRange => return,
+                Insert::Full(back) => {
+                    if self.apply_ready(now_us) == 0 {
+                        self.seq_overflow_max = self.seq_overflow_max.max(seq);
+                        self.stats.entries_dropped_for_room += 1;
+                        return;
                     }
+                    item = back;
                 }
             }
         }
+    }
+
+    /// After a delivery: the run that became contiguous, the journal position, pulls, live.
+    fn after_entries(&mut self, position: Option<u64>, now_us: u64) {
         self.apply_ready(now_us);
+        let applied = self.replica.ledger().seq_applied();
+        self.seq_delivered_max = self.seq_delivered_max.max(applied);
         if let Some(p) = position {
-            if self.seq_delivered_max <= self.replica.ledger().seq_applied() {
+            if self.seq_delivered_max <= applied {
                 self.journal_next = Some(self.journal_next.map_or(p + 1, |n| n.max(p + 1)));
             }
         }
@@ -750,30 +789,43 @@ impl Center {
     /// Applies the contiguous run; returns how many entries were applied.
     fn apply_ready(&mut self, now_us: u64) -> usize {
         let me = self.config.center;
+        let keep = self.config.commit_rows;
         let (replica, awaiting, uncommitted) = (&mut self.replica, &mut self.awaiting, &mut self.uncommitted);
-        let keep_entries = self.config.commit_rows;
         let mut plugin_entries = 0;
         let n = self.gap_out.drain(usize::MAX, now_us, |_, (entry, submitted_at_us)| {
-            let (applied, plugin) = replica.apply(&entry);
-            uncommitted.plugins_changed |= plugin;
-            plugin_entries += u64::from(plugin);
-            if entry.origin == me && !entry.bmi.is_none() {
-                awaiting.push_back(Awaiting {
-                    seq: applied.seq,
-                    bmi: entry.bmi,
-                    outcome: applied.outcome,
-                    submitted_at_us,
-                });
-            }
-            uncommitted.applied.push(applied);
-            if keep_entries {
+            let kept = apply_one(me, replica, awaiting, uncommitted, &entry, submitted_at_us);
+            plugin_entries += u64::from(kept);
+            if keep {
                 uncommitted.entries.push(entry);
             }
         });
-        if n == 0 {
-            return 0;
+        self.applied(n as u64, plugin_entries);
+        n
+    }
+
+    /// Applies `entry`, the next seq, held in hand (it never went through the gap buffer).
+    fn apply_in_hand(&mut self, entry: &Entry, submitted_at_us: u64) {
+        let me = self.config.center;
+        let plugin = apply_one(
+            me,
+            &mut self.replica,
+            &mut self.awaiting,
+            &mut self.uncommitted,
+            entry,
+            submitted_at_us,
+        );
+        if self.config.commit_rows {
+            self.uncommitted.entries.push(entry.clone());
         }
-        self.applied_since_checkpoint += n as u64;
+        self.applied(1, u64::from(plugin));
+    }
+
+    /// Bookkeeping after `n` entries were applied (`plugin_entries` of them taken by a plugin).
+    fn applied(&mut self, n: u64, plugin_entries: u64) {
+        if n == 0 {
+            return;
+        }
+        self.applied_since_checkpoint += n;
         self.stats.plugin_entries += plugin_entries;
         self.plugins_dirty |= self.uncommitted.plugins_changed;
         if self.config.commit_on_apply {
@@ -781,7 +833,6 @@ impl Center {
             self.ready_acks.append(&mut self.uncommitted.applied);
             self.uncommitted.plugins_changed = false;
         }
-        n
     }
 
     /// Moves the uncommitted run and the finality progress into a commit (explicit commits).
@@ -936,6 +987,30 @@ impl Center {
             self.replica.host_mut().set_live();
         }
     }
+}
+
+/// Applies one entry to the replica, notes it for the commit and, if it is this center's own,
+/// for its notice; true if a plugin took it.
+fn apply_one(
+    me: CenterId,
+    replica: &mut Replica,
+    awaiting: &mut VecDeque<Awaiting>,
+    uncommitted: &mut Uncommitted,
+    entry: &Entry,
+    submitted_at_us: u64,
+) -> bool {
+    let (applied, plugin) = replica.apply(entry);
+    uncommitted.plugins_changed |= plugin;
+    if entry.origin == me && !entry.bmi.is_none() {
+        awaiting.push_back(Awaiting {
+            seq: applied.seq,
+            bmi: entry.bmi,
+            outcome: applied.outcome,
+            submitted_at_us,
+        });
+    }
+    uncommitted.applied.push(applied);
+    plugin
 }
 
 /// Appends `lo..=hi`, extending the last range when it continues it.

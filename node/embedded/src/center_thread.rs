@@ -247,8 +247,8 @@ impl CenterThread {
 
     fn journal(&mut self, batch: &JournalBatch) {
         let now = self.links.clock.now_us();
-        let entries = batch.entries.iter().cloned().zip(batch.submitted_at_us.iter().copied());
-        self.center.handle_entries(entries, None, now);
+        // The batch is shared by every center: applied from the slice, not copied.
+        self.center.handle_entries_ref(&batch.entries, &batch.submitted_at_us, None, now);
     }
 
     /// An ack batch of any center, as the next message of this center's ack stream.
