@@ -13,9 +13,13 @@ use rtgs_core::finalizer::Finalizer;
 use rtgs_core::gap_buffer::{gap_buffer, Insert};
 use rtgs_core::ledger::{Applied, Ledger};
 use rtgs_core::prng::Prng;
-use rtgs_core::sequencer::Sequencer;
+use rtgs_core::sequencer::{Lookup, Sequencer};
+use rtgs_embedded::bmi_index::{BmiIndex, BmiIndexConfig};
 use rtgs_embedded::cluster::{ClientEvent, Cluster, ClusterConfig};
+use rtgs_embedded::journal::Journal;
 use std::hint::black_box;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const BATCH: usize = 8_192;
@@ -89,8 +93,8 @@ fn bench_with_setup<T>(name: &str, items: usize, mut setup: impl FnMut() -> T, m
 fn main() {
     println!("{:<44} {:>17} {:>22}", "benchmark", "median", "throughput");
 
-    // Sequencer: stamp a batch of fresh transfers (dedupe window insert + entry build). Making
-    // the commands is setup, outside the timing; the window is kept full as in steady state.
+    // Sequencer: stamp a batch of fresh transfers (repeats within the batch looked for, entries
+    // built), the driver's look-ups given. Making the commands is setup, outside the timing.
     let mut prng = Prng::new(7);
     let mut seq = Sequencer::new(CenterId(1), 1);
     let mut n = 0u64;
@@ -103,17 +107,19 @@ fn main() {
             (0..BATCH)
                 .map(|_| {
                     n += 1;
-                    transfer_command(&mut prng, n)
+                    let c = transfer_command(&mut prng, n);
+                    (Lookup { key: rtgs_core::hash::bytes64(5, c.bmi.as_bytes()), known: None }, c)
                 })
-                .collect::<Vec<_>>()
+                .unzip::<_, _, Vec<_>, Vec<_>>()
         },
-        |batch| {
+        |(lookups, batch)| {
             out.clear();
             adm.clear();
-            seq.handle_commands(1, batch, &mut out, &mut adm);
+            seq.handle_commands(1, batch, &lookups, &mut out, &mut adm);
             black_box(&out);
         },
     );
+    bmi_index();
 
     let batch = entries(BATCH, 1);
     let mut buf = Vec::with_capacity(BATCH * 80);
@@ -219,6 +225,116 @@ fn main() {
     });
 
     pipeline();
+}
+
+/// The embedded `bmi` index with 10,000,000 `bmi`s known (in the journal and the index's runs):
+/// a new `bmi` (look-up and record: the hot path) and a retry of an old one (a run's block and
+/// the journal read back).
+fn bmi_index() {
+    let filter = std::env::args().nth(1).unwrap_or_default();
+    if !"bmi index".contains(&filter) && !filter.contains("bmi index") {
+        return;
+    }
+    const KNOWN: u64 = 10_000_000;
+    let dir = std::env::temp_dir().join(format!("rtgs-bench-bmi-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let Ok((mut journal, _)) = Journal::open(&dir.join("journal"), rtgs_embedded::limits::SEGMENT_BYTES_MAX)
+    else {
+        println!("bmi index: cannot open a journal in {}", dir.display());
+        return;
+    };
+    let written = Arc::new(AtomicU64::new(u64::MAX));
+    let Ok(mut index) = BmiIndex::open(&dir, &dir.join("journal"), 0, written, BmiIndexConfig::default())
+    else {
+        println!("bmi index: cannot open it in {}", dir.display());
+        return;
+    };
+    let started = Instant::now();
+    let mut prng = Prng::new(11);
+    let mut seq_next = 1u64;
+    let mut lookups = Vec::with_capacity(BATCH);
+    let mut keys = Vec::with_capacity(BATCH);
+    let mut frames = Vec::new();
+    // One batch through the index (and the journal) as the sequencer thread drives it.
+    let mut step = |commands: Vec<Command>, index: &mut BmiIndex, journal: &mut Journal| {
+        lookups.clear();
+        let _ = index.resolve(&commands, &mut lookups);
+        let entries: Vec<Entry> = commands
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| Entry {
+                seq: seq_next + i as u64,
+                epoch: 1,
+                timestamp_us: 1,
+                origin: c.origin,
+                bmi: c.bmi,
+                payload: c.payload,
+            })
+            .collect();
+        keys.clear();
+        keys.extend(lookups.iter().map(|l| l.key));
+        let _ = index.record(&entries, &keys);
+        frames.clear();
+        codec::encode_frame(&entries, &mut frames);
+        let last = seq_next + entries.len() as u64 - 1;
+        let _ = journal.append(&frames, seq_next, last);
+        seq_next = last + 1;
+    };
+    let mut n = 0u64;
+    while n < KNOWN {
+        let batch: Vec<Command> = (0..BATCH as u64).map(|i| transfer_command(&mut prng, n + i)).collect();
+        n += BATCH as u64;
+        step(batch, &mut index, &mut journal);
+    }
+    let _ = journal.seal();
+    let stats = index.stats();
+    println!(
+        "bmi index: {} bmis known after {:.1} s ({} runs, {} merges, filter {} MiB in {} generations)",
+        n,
+        started.elapsed().as_secs_f64(),
+        stats.runs,
+        stats.merges,
+        stats.filter_bytes >> 20,
+        stats.filter_generations
+    );
+    bench_with_setup(
+        "bmi index: resolve + record a new bmi (10 M known)",
+        BATCH,
+        || {
+            let batch: Vec<Command> = (0..BATCH as u64).map(|i| transfer_command(&mut prng, n + i)).collect();
+            n += BATCH as u64;
+            batch
+        },
+        |batch| step(batch, &mut index, &mut journal),
+    );
+    let mut old = Vec::with_capacity(64);
+    let mut old_prng = Prng::new(13);
+    bench_with_setup(
+        "bmi index: resolve a retry of an old bmi",
+        64,
+        || {
+            // Setup re-makes the original commands (same seed order is not needed: the bmi and
+            // content are what the look-up reads).
+            (0..64)
+                .map(|_| {
+                    let n = old_prng.below(KNOWN / 2);
+                    transfer_command(&mut old_prng, n)
+                })
+                .collect::<Vec<_>>()
+        },
+        |batch| {
+            old.clear();
+            let _ = index.resolve(&batch, &mut old);
+            black_box(&old);
+        },
+    );
+    let stats = index.stats();
+    println!(
+        "bmi index: {} look-ups, {} filter positives, {} old hits, {} journal reads, {} block reads",
+        stats.lookups, stats.filter_positives, stats.old_hits, stats.journal_reads, stats.run_block_reads
+    );
+    drop(index);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The whole embedded pipeline, fsync on: 2,000,000 transfers through three centers.

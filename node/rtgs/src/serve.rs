@@ -39,6 +39,10 @@ pub struct ServeArgs {
     /// Journal and checkpoints; kept, and a later run resumes from it.
     #[arg(long, default_value = "rtgs-data")]
     pub data_dir: PathBuf,
+    /// A second copy of the journal (another disk): written and synced with the first; a frame
+    /// damaged in one copy is repaired from the other at start.
+    #[arg(long)]
+    pub journal_mirror: Option<PathBuf>,
     /// The API listens on 127.0.0.1:8080+PORT_OFFSET.
     #[arg(long, env = "PORT_OFFSET", default_value_t = 0)]
     pub port_offset: u16,
@@ -78,7 +82,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let port = PORT_BASE.checked_add(args.port_offset).context("PORT_OFFSET too large")?;
     let listen = args.listen.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], port)));
 
-    let config = ClusterConfig::new(&args.data_dir);
+    let mut config = ClusterConfig::new(&args.data_dir);
+    config.journal_mirror = args.journal_mirror.clone();
     let workload = Workload::new(args.collection_wallets, args.collection_relayers);
     let (cluster, api) = if args.collection {
         let chain = workload.chain(ChainConfig::default(), 1, CHAIN_START_US);

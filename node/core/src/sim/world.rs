@@ -17,7 +17,7 @@ use crate::gap_buffer::Insert;
 use crate::ledger::Applied;
 use crate::plugin_host::{PluginHost, SetOwner};
 use crate::prng::Prng;
-use crate::sequencer::Sequencer;
+use crate::sequencer::{MemoryIndex, Sequencer};
 use std::collections::{BTreeMap, VecDeque};
 
 type Check = Result<(), String>;
@@ -96,9 +96,10 @@ struct SequencerNode {
     epoch: u32,
     /// `None` while crashed.
     leader: Option<Sequencer>,
+    /// Every bmi sequenced (the driver's index): rebuilt from the journal by a new leader.
+    index: MemoryIndex,
     inbound: VecDeque<Inbound>,
     down_until_us: u64,
-    dedupe_window: usize,
 }
 
 /// A command on its way to the sequencer: a client's, or a plugin result / host command.
@@ -159,9 +160,6 @@ impl World {
                 v.host.set_live();
             }
         }
-        // Larger than the workload plus its ticks (and plugin entries): the dedupe never
-        // forgets within a run.
-        let dedupe_window = 4 * clients.len() + 4_096 + if plugins.is_some() { 1 << 16 } else { 0 };
         Ok(World {
             plugins,
             plugin_pending: Vec::new(),
@@ -178,10 +176,10 @@ impl World {
                 journal: Vec::new(),
                 published_through: 0,
                 epoch: 1,
-                leader: Some(Sequencer::with_window(CenterId(1), 1, dedupe_window)),
+                leader: Some(Sequencer::new(CenterId(1), 1)),
+                index: MemoryIndex::default(),
                 inbound: VecDeque::new(),
                 down_until_us: 0,
-                dedupe_window,
             },
             checker: Checker::new(config.centers),
             centers,
@@ -414,15 +412,13 @@ impl World {
         let s = &mut self.sequencer;
         let epoch = s.epoch + 1;
         let host = CenterId::from_index(epoch as usize % self.centers.len());
-        let mut leader = Sequencer::with_window(host, 0, s.dedupe_window);
-        if self.config.inject_bug == Some(InjectedBug::SequencerForgetsDedupe) {
-            if let Some(last) = s.journal.last() {
-                leader.resume_at(last.seq + 1, last.epoch, last.timestamp_us);
-            }
-        } else {
-            for entry in &s.journal {
-                leader.recover(entry);
-            }
+        let mut leader = Sequencer::new(host, 0);
+        for entry in &s.journal {
+            leader.recover(entry);
+        }
+        s.index = MemoryIndex::default();
+        if self.config.inject_bug != Some(InjectedBug::SequencerForgetsDedupe) {
+            s.index.record(&s.journal);
         }
         let epoch = match self.config.inject_bug {
             Some(InjectedBug::SequencerReusesEpoch) => epoch - 1,
@@ -456,11 +452,17 @@ impl World {
         let n = (self.prng.range(1, 8) as usize).min(s.inbound.len());
         let batch: Vec<Inbound> = s.inbound.drain(..n).collect();
         let (mut entries, mut admissions) = (Vec::new(), Vec::new());
-        let commands = batch.iter().map(|b| match b {
-            Inbound::Client(s) => s.command.clone(),
-            Inbound::Plugin(c) => c.clone(),
-        });
-        leader.handle_commands(self.now_us, commands, &mut entries, &mut admissions);
+        let commands: Vec<Command> = batch
+            .iter()
+            .map(|b| match b {
+                Inbound::Client(s) => s.command.clone(),
+                Inbound::Plugin(c) => c.clone(),
+            })
+            .collect();
+        let mut lookups = Vec::with_capacity(commands.len());
+        s.index.lookup(&commands, &mut lookups);
+        leader.handle_commands(self.now_us, commands, &lookups, &mut entries, &mut admissions);
+        s.index.record(&entries);
         s.journal.extend(entries);
         if admissions.len() != batch.len() {
             return Err(format!("sequencer answered {} of {} commands", admissions.len(), batch.len()));

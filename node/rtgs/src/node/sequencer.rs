@@ -10,9 +10,13 @@
 //! message. The broker's committed offset is only a hint for where fetching starts (it is not
 //! fenced by group generation); messages at or below the recorded offset are skipped.
 //!
-//! Dedupe across a failover: the new leader replays the last [`TAKEOVER_DEDUPE_ENTRIES`] entries
-//! of the outbox into the sequencer's `bmi` window, so a participant's retry of a payment
-//! sequenced just before the failover is answered as a duplicate, not paid twice.
+//! A `bmi` is paid at most once, ever: before sequencing a batch the leader asks PostgreSQL which
+//! of its `bmi`s were sequenced before (`sequenced_bmi`, one query per batch) and hands the
+//! answers to the core sequencer, which answers a retry with the original seq and refuses other
+//! content under a known `bmi` (DUPL, with a notice); the batch's own `bmi`s are written in its
+//! record transaction, under a unique index. A failover loses nothing of it and needs no replay
+//! window: the table is the whole history (a database from before migration `0003` is
+//! backfilled from the outbox at takeover).
 
 use super::{now_us, recv_batch, retry_pg, Node};
 use anyhow::Context;
@@ -21,9 +25,10 @@ use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
 use rdkafka::{Offset, TopicPartitionList};
 use rtgs_core::codec;
-use rtgs_core::entry::{Command, Entry, Seq};
+use rtgs_core::entry::{Bmi, Command, Entry, Seq};
+use rtgs_core::hash::siphash24;
 use rtgs_core::limits::SEQUENCER_BATCH_ENTRIES_MAX;
-use rtgs_core::sequencer::{Admission, Sequencer};
+use rtgs_core::sequencer::{Admission, Lookup, Sequencer};
 use rtgs_kafka::leadership::Leadership;
 use rtgs_kafka::wire::{self, Notice, NoticeStatus};
 use rtgs_pg::sequencer_store::{OutboxBatch, SequencerStore};
@@ -33,9 +38,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Outbox entries replayed into the dedupe window by a new leader (≈ 2.6 s at 100,000/s; older
-/// retries are sequenced again — the bound is documented in ARCHITECTURE.md).
-pub const TAKEOVER_DEDUPE_ENTRIES: u64 = 262_144;
 /// The leader renews its lease (`sequencer.updated_at`) this often, even when idle. Short, so
 /// that the lease's age tells the time since a leader died within 0.1 s (see
 /// [`LEADER_SILENCE_MAX`]). A recorded batch renews it as well, so the separate one-row update
@@ -73,6 +75,9 @@ struct InFlight {
 /// The state of a leading instance.
 struct Leader {
     sequencer: Sequencer,
+    /// Keys the core's look-up of repeats within a batch (random per leader: participants choose
+    /// `bmi`s, so they must not be able to pile them into one bucket).
+    hash_key: [u64; 2],
     epoch: u32,
     /// Recorded in the outbox: messages at or below it are sequenced.
     inbound_offset: i64,
@@ -189,34 +194,29 @@ async fn take_over(
     let t = retry_pg(node, "sequencer takeover", || store.take_over(&node.name)).await?;
     let mut sequencer = Sequencer::new(node.center, 0);
     if t.last_seq > 0 {
-        let from = t.last_seq.saturating_sub(TAKEOVER_DEDUPE_ENTRIES) + 1;
-        let batches = retry_pg(node, "outbox read", || store.batches(from, t.last_seq)).await?;
+        // Only the last batch: where seqs and time resume. Dedupe needs no replay, the
+        // `sequenced_bmi` table holds every bmi.
+        let batches = retry_pg(node, "outbox read", || store.batches(t.last_seq, t.last_seq)).await?;
         let mut entries = Vec::new();
         for b in &batches {
             codec::decode_frames(&b.frames, &mut entries)
                 .with_context(|| format!("recorded batch {} does not decode", b.seq_first))?;
         }
-        let Some(first) = entries.first() else {
-            anyhow::bail!("the outbox holds no batch up to recorded seq {}", t.last_seq);
+        let Some(last) = entries.last().filter(|e| e.seq == t.last_seq) else {
+            anyhow::bail!("the outbox holds no entry at recorded seq {}", t.last_seq);
         };
-        sequencer.resume_at(first.seq, 0, 0);
-        for e in &entries {
-            if e.seq != sequencer.seq_next() {
-                anyhow::bail!(
-                    "the outbox is not gap-free at seq {} (expected {})",
-                    e.seq,
-                    sequencer.seq_next()
-                );
-            }
-            sequencer.recover(e);
-        }
-        if sequencer.seq_next() != t.last_seq + 1 {
-            anyhow::bail!(
-                "the outbox ends at seq {} but the sequencer row says {}",
-                sequencer.seq_next() - 1,
-                t.last_seq
-            );
-        }
+        sequencer.resume_at(t.last_seq + 1, 0, last.timestamp_us);
+    }
+    if t.bmi_through < t.last_seq {
+        let added =
+            retry_pg(node, "bmi backfill", || store.backfill_bmis(t.epoch, t.bmi_through, t.last_seq))
+                .await?;
+        eprintln!(
+            "{}: sequencer: indexed {added} bmis of seqs {}..={} recorded before sequenced_bmi existed",
+            node.name,
+            t.bmi_through + 1,
+            t.last_seq
+        );
     }
     sequencer.begin_epoch(t.epoch);
     for b in &t.unpublished {
@@ -243,6 +243,7 @@ async fn take_over(
     );
     Ok(Leader {
         sequencer,
+        hash_key: random_key(),
         epoch: t.epoch,
         inbound_offset: t.inbound_offset,
         in_flight: VecDeque::new(),
@@ -314,7 +315,8 @@ async fn lead(
     let mut entries = Vec::with_capacity(commands.len());
     let mut admissions = Vec::with_capacity(commands.len());
     let bmis: Vec<_> = commands.iter().map(|c| c.bmi).collect();
-    l.sequencer.handle_commands(now, commands, &mut entries, &mut admissions);
+    let lookups = look_up(node, store, l.hash_key, &bmis).await?;
+    l.sequencer.handle_commands(now, commands, &lookups, &mut entries, &mut admissions);
     if entries.is_empty() && node.idle_tick {
         if let Some(tick) = l.sequencer.poll_tick(now) {
             entries.push(tick);
@@ -346,6 +348,35 @@ async fn lead(
         seek(node, consumer, offset);
     }
     settle_deliveries(node, store, producer, consumer, l, false).await
+}
+
+/// What PostgreSQL knows of each of a batch's `bmi`s (one query for the batch).
+async fn look_up(
+    node: &Node,
+    store: &SequencerStore,
+    hash_key: [u64; 2],
+    bmis: &[Bmi],
+) -> anyhow::Result<Vec<Lookup>> {
+    let mut distinct = bmis.to_vec();
+    distinct.sort_unstable_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+    distinct.dedup();
+    let known = retry_pg(node, "bmi look-up", || store.known_bmis(&distinct)).await?;
+    Ok(bmis
+        .iter()
+        .map(|b| Lookup { key: siphash24(hash_key, b.as_bytes()), known: known.get(b).copied() })
+        .collect())
+}
+
+/// A fresh random SipHash key, from the standard library's per-process random state.
+fn random_key() -> [u64; 2] {
+    use std::hash::{BuildHasher, Hasher};
+    let state = std::collections::hash_map::RandomState::new();
+    let half = |salt: u64| {
+        let mut h = state.build_hasher();
+        h.write_u64(salt);
+        h.finish()
+    };
+    [half(1), half(2)]
 }
 
 /// Moves the inbound consumer to `offset` (the next message to sequence).

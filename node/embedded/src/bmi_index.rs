@@ -1,0 +1,946 @@
+//! The embedded engine's index of every `bmi` ever sequenced: the driver side of the core
+//! sequencer's dedupe (`rtgs_core::sequencer`: the sequencer decides, the driver remembers).
+//!
+//! The sequencer thread calls [`BmiIndex::resolve`] for a batch before it is sequenced and
+//! [`BmiIndex::record`] with what was sequenced. Inside, newest first:
+//!
+//! * **Lookup key**: SipHash-2-4 of the `bmi` under a random key kept in `bmi-index/KEY`, so no
+//!   outsider can make `bmi`s collide or hit the filter on purpose. Keys only find candidates:
+//!   equality is always decided on the `bmi` bytes, and the content is compared by the core.
+//! * **Filter** over every key ever recorded: cuckoo filters of 16-bit tags (≈ 17 bits per key,
+//!   false positives ≈ 1.2 × 10⁻⁴ per generation), each generation twice the size of the one
+//!   before. A negative — nearly every new `bmi` — ends the lookup: no map, no disk.
+//! * **Recent**: two generations of [`BmiIndexConfig::recent_entries`] entries held exactly in
+//!   memory (`bmi` bytes, seq, content): retries of recent payments need no I/O, and entries the
+//!   journal writer has not appended yet are only here.
+//! * **Runs**: when the current generation is full, the previous one becomes a sorted run of
+//!   `(key, seq)` pairs (16 bytes), written by a background thread to
+//!   `bmi-index/run-FROM-THROUGH.bmi` (header with a CRC of the records) and merged with its
+//!   neighbours, [`BmiIndexConfig::merge_fanout`] runs of one tier into one of the next, to keep
+//!   the runs few. In memory per run: the first key of every 4 KiB block. A key found in a run is
+//!   checked against the journal: the entry at that seq is read back ([`journal::read_entry`])
+//!   and must carry the same `bmi`; its payload is the content the retry is compared with.
+//!
+//! Everything here is derived from the journal: a run that is missing, torn or written under
+//! another key is deleted and rebuilt from the journal at open, and the journal after the last
+//! run is replayed into the recent generations. Opening reads every run once (CRC, fences,
+//! filter): ≈ 16 bytes per `bmi` ever sequenced.
+
+use crate::journal::{self, JournalError, JournalReader};
+use crate::limits::{BMI_FILTER_BUCKETS_FIRST, BMI_MERGE_FANOUT, BMI_RECENT_ENTRIES, BMI_RUN_BLOCK_RECORDS};
+use crossbeam_channel::{bounded, Receiver, Sender};
+use rtgs_core::entry::{Bmi, Command, Entry, Seq};
+use rtgs_core::hash::{siphash24, Prehashed};
+use rtgs_core::sequencer::{Known, Lookup};
+use std::collections::HashMap;
+use std::fs::{self, File};
+use std::io::{self, BufWriter, Read, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BmiIndexError {
+    #[error("bmi index I/O on {path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    #[error("bmi index: {0}")]
+    Broken(String),
+}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> BmiIndexError + '_ {
+    move |source| BmiIndexError::Io { path: path.to_path_buf(), source }
+}
+
+/// Sizes of the index (defaults in `limits`; tests shrink them to reach the disk quickly).
+#[derive(Clone, Copy, Debug)]
+pub struct BmiIndexConfig {
+    /// `bmi`s per recent generation; two generations are kept exactly in memory.
+    pub recent_entries: usize,
+    /// Buckets (4 tags each) of the first filter generation; a power of two.
+    pub filter_buckets_first: usize,
+    /// Runs of one tier merged into one run of the next tier.
+    pub merge_fanout: usize,
+}
+
+impl Default for BmiIndexConfig {
+    fn default() -> Self {
+        BmiIndexConfig {
+            recent_entries: BMI_RECENT_ENTRIES,
+            filter_buckets_first: BMI_FILTER_BUCKETS_FIRST,
+            merge_fanout: BMI_MERGE_FANOUT,
+        }
+    }
+}
+
+/// What the index did (figures only; nothing reads them back to decide).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BmiIndexStats {
+    pub lookups: u64,
+    /// Lookups the filter did not rule out.
+    pub filter_positives: u64,
+    pub recent_hits: u64,
+    /// Found in a run (and confirmed by the journal).
+    pub old_hits: u64,
+    /// Entries read back from the journal to confirm a run's candidate.
+    pub journal_reads: u64,
+    pub run_block_reads: u64,
+    pub runs: u64,
+    pub run_entries: u64,
+    pub merges: u64,
+    pub filter_generations: u64,
+    pub filter_bytes: u64,
+    /// Runs found damaged, stale or under another key at open (deleted, rebuilt from the journal).
+    pub runs_discarded: u64,
+    /// Journal entries replayed into the recent generations at open.
+    pub replayed_at_open: u64,
+}
+
+// ---- the filter ----
+
+const SLOTS: u64 = 4;
+const LANES: u64 = 0x0001_0001_0001_0001;
+const KICKS_MAX: usize = 500;
+
+fn tag_of(key: u64) -> u64 {
+    // The top 16 bits; bucket indexes use the low bits.
+    match key >> 48 {
+        0 => 1,
+        t => t,
+    }
+}
+
+fn alt_index(i: usize, tag: u64, mask: usize) -> usize {
+    (i ^ (tag.wrapping_mul(0x5bd1_e995_5bd1_e995) >> 20) as usize) & mask
+}
+
+/// Whether one of the four 16-bit lanes of `bucket` equals `tag` (0 finds a free slot).
+fn has_lane(bucket: u64, tag: u64) -> bool {
+    let x = bucket ^ tag.wrapping_mul(LANES);
+    x.wrapping_sub(LANES) & !x & (0x8000 * LANES) != 0
+}
+
+/// One generation: buckets of four 16-bit tags; tags that found no place go to the stash.
+struct CuckooGeneration {
+    buckets: Vec<u64>,
+    mask: usize,
+    count: usize,
+    /// Filled to the design load, or an insertion failed: no more inserts here.
+    sealed: bool,
+    stash: Vec<(usize, u64)>,
+    prng: u64,
+}
+
+impl CuckooGeneration {
+    fn new(buckets: usize) -> Self {
+        let buckets = buckets.next_power_of_two().max(2);
+        CuckooGeneration {
+            buckets: vec![0; buckets],
+            mask: buckets - 1,
+            count: 0,
+            sealed: false,
+            stash: Vec::new(),
+            prng: 0x9E37_79B9_7F4A_7C15,
+        }
+    }
+
+    fn contains(&self, key: u64) -> bool {
+        let (tag, i) = (tag_of(key), key as usize & self.mask);
+        let j = alt_index(i, tag, self.mask);
+        has_lane(self.buckets[i], tag)
+            || has_lane(self.buckets[j], tag)
+            || self.stash.iter().any(|&(s, t)| t == tag && (s == i || s == j))
+    }
+
+    fn put(&mut self, i: usize, tag: u64) -> bool {
+        let b = self.buckets[i];
+        for lane in 0..SLOTS {
+            if (b >> (16 * lane)) & 0xffff == 0 {
+                self.buckets[i] = b | (tag << (16 * lane));
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Inserts; seals the generation when it is full (95 % of its slots) or a tag found no
+    /// place (kept in the stash: nothing is ever lost).
+    fn insert(&mut self, key: u64) {
+        let (mut tag, mut i) = (tag_of(key), key as usize & self.mask);
+        self.count += 1;
+        if self.count * 100 >= self.buckets.len() * SLOTS as usize * 95 {
+            self.sealed = true;
+        }
+        if self.put(i, tag) || self.put(alt_index(i, tag, self.mask), tag) {
+            return;
+        }
+        for _ in 0..KICKS_MAX {
+            self.prng ^= self.prng << 13;
+            self.prng ^= self.prng >> 7;
+            self.prng ^= self.prng << 17;
+            if self.prng & 1 == 1 {
+                i = alt_index(i, tag, self.mask);
+            }
+            let lane = (self.prng >> 8) % SLOTS;
+            let victim = (self.buckets[i] >> (16 * lane)) & 0xffff;
+            self.buckets[i] = (self.buckets[i] & !(0xffff << (16 * lane))) | (tag << (16 * lane));
+            tag = victim;
+            i = alt_index(i, tag, self.mask);
+            if self.put(i, tag) {
+                return;
+            }
+        }
+        self.stash.push((i, tag));
+        self.sealed = true;
+    }
+}
+
+/// The filter: generations, each twice the size of the one before; inserts go to the newest.
+struct Filter {
+    generations: Vec<CuckooGeneration>,
+}
+
+impl Filter {
+    fn new(buckets_first: usize) -> Self {
+        Filter { generations: vec![CuckooGeneration::new(buckets_first)] }
+    }
+
+    fn contains(&self, key: u64) -> bool {
+        self.generations.iter().any(|g| g.contains(key))
+    }
+
+    fn insert(&mut self, key: u64) {
+        if self.generations.last().is_none_or(|g| g.sealed) {
+            let buckets = self.generations.last().map_or(2, |g| g.buckets.len() * 2);
+            self.generations.push(CuckooGeneration::new(buckets));
+        }
+        if let Some(g) = self.generations.last_mut() {
+            g.insert(key);
+        }
+    }
+
+    fn bytes(&self) -> u64 {
+        self.generations.iter().map(|g| g.buckets.len() as u64 * 8).sum()
+    }
+}
+
+// ---- recent generations ----
+
+#[derive(Copy, Clone, Debug)]
+struct Recent {
+    bmi: Bmi,
+    known: Known,
+}
+
+/// One generation of recent `bmi`s, exact. `collided` holds the rare `bmi` whose key another
+/// `bmi` of the generation already took.
+struct Generation {
+    map: HashMap<u64, Recent, Prehashed>,
+    collided: Vec<(u64, Recent)>,
+    seq_from: Seq,
+    seq_through: Seq,
+}
+
+impl Generation {
+    fn new(seq_from: Seq, capacity: usize) -> Self {
+        Generation {
+            map: HashMap::with_capacity_and_hasher(capacity, Prehashed::default()),
+            collided: Vec::new(),
+            seq_from,
+            seq_through: seq_from - 1,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.map.len() + self.collided.len()
+    }
+
+    fn get(&self, key: u64, bmi: &Bmi) -> Option<Known> {
+        match self.map.get(&key) {
+            Some(r) if r.bmi == *bmi => Some(r.known),
+            Some(_) => self.collided.iter().find(|(k, r)| *k == key && r.bmi == *bmi).map(|(_, r)| r.known),
+            None => None,
+        }
+    }
+
+    fn insert(&mut self, key: u64, recent: Recent) {
+        match self.map.entry(key) {
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(recent);
+            }
+            // The first entry of a bmi is the one retries are answered with.
+            std::collections::hash_map::Entry::Occupied(o) if o.get().bmi == recent.bmi => {}
+            std::collections::hash_map::Entry::Occupied(_) => self.collided.push((key, recent)),
+        }
+        self.seq_through = recent.known.seq;
+    }
+
+    /// The generation as a sorted run of `(key, seq)`.
+    fn freeze(&self) -> Frozen {
+        let mut records: Vec<(u64, Seq)> = self.map.iter().map(|(k, r)| (*k, r.known.seq)).collect();
+        records.extend(self.collided.iter().map(|(k, r)| (*k, r.known.seq)));
+        records.sort_unstable();
+        Frozen { seq_from: self.seq_from, seq_through: self.seq_through, records }
+    }
+}
+
+/// A generation on its way to disk: searchable in memory until its run is in the run set.
+struct Frozen {
+    seq_from: Seq,
+    seq_through: Seq,
+    records: Vec<(u64, Seq)>,
+}
+
+impl Frozen {
+    fn candidates(&self, key: u64, out: &mut Vec<Seq>) {
+        let start = self.records.partition_point(|(k, _)| *k < key);
+        out.extend(self.records[start..].iter().take_while(|(k, _)| *k == key).map(|(_, s)| *s));
+    }
+}
+
+// ---- runs on disk ----
+
+const RUN_MAGIC: &[u8; 8] = b"RTGSBMI1";
+/// `magic | key_check u64 | seq_from u64 | seq_through u64 | count u64 | tier u32 | crc32 u32`.
+const RUN_HEADER_BYTES: u64 = 8 + 8 + 8 + 8 + 8 + 4 + 4;
+const RECORD_BYTES: u64 = 16;
+
+struct Run {
+    seq_from: Seq,
+    seq_through: Seq,
+    tier: u32,
+    count: u64,
+    path: PathBuf,
+    file: File,
+    /// The first key of every block.
+    fences: Vec<u64>,
+}
+
+impl Run {
+    fn block(&self, b: usize, buf: &mut Vec<u8>) -> io::Result<()> {
+        let start = b as u64 * BMI_RUN_BLOCK_RECORDS as u64;
+        let n = (self.count - start).min(BMI_RUN_BLOCK_RECORDS as u64);
+        buf.resize((n * RECORD_BYTES) as usize, 0);
+        self.file.read_exact_at(buf, RUN_HEADER_BYTES + start * RECORD_BYTES)
+    }
+
+    /// Seqs recorded under `key`; returns the blocks read.
+    fn candidates(&self, key: u64, out: &mut Vec<Seq>, buf: &mut Vec<u8>) -> io::Result<u64> {
+        let mut b = self.fences.partition_point(|f| *f < key).saturating_sub(1);
+        let mut reads = 0;
+        while b < self.fences.len() && self.fences[b] <= key {
+            self.block(b, buf)?;
+            reads += 1;
+            for r in buf.chunks_exact(RECORD_BYTES as usize) {
+                let k = u64::from_le_bytes([r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]]);
+                if k == key {
+                    out.push(u64::from_le_bytes([r[8], r[9], r[10], r[11], r[12], r[13], r[14], r[15]]));
+                } else if k > key {
+                    return Ok(reads);
+                }
+            }
+            b += 1;
+        }
+        Ok(reads)
+    }
+}
+
+fn run_name(seq_from: Seq, seq_through: Seq) -> String {
+    format!("run-{seq_from:020}-{seq_through:020}.bmi")
+}
+
+/// Writes a run from sorted records (through a temporary file, fsync'd and renamed) and opens it.
+fn write_run(
+    dir: &Path,
+    key_check: u64,
+    (seq_from, seq_through, tier): (Seq, Seq, u32),
+    records: impl Iterator<Item = io::Result<(u64, Seq)>>,
+    stop: &AtomicBool,
+) -> io::Result<Option<Run>> {
+    let path = dir.join(run_name(seq_from, seq_through));
+    let tmp = path.with_extension("bmi.tmp");
+    let mut out = BufWriter::with_capacity(1 << 20, File::create(&tmp)?);
+    out.write_all(&[0u8; RUN_HEADER_BYTES as usize])?;
+    let (mut crc, mut count, mut fences, mut last) = (crc32fast::Hasher::new(), 0u64, Vec::new(), None);
+    for r in records {
+        let (key, seq) = r?;
+        assert!(last <= Some((key, seq)), "run records must be sorted");
+        last = Some((key, seq));
+        if count % BMI_RUN_BLOCK_RECORDS as u64 == 0 {
+            if stop.load(Ordering::Relaxed) {
+                drop(out);
+                let _ = fs::remove_file(&tmp);
+                return Ok(None);
+            }
+            fences.push(key);
+        }
+        let mut rec = [0u8; RECORD_BYTES as usize];
+        rec[..8].copy_from_slice(&key.to_le_bytes());
+        rec[8..].copy_from_slice(&seq.to_le_bytes());
+        crc.update(&rec);
+        out.write_all(&rec)?;
+        count += 1;
+    }
+    let file = out.into_inner().map_err(|e| e.into_error())?;
+    let mut header = Vec::with_capacity(RUN_HEADER_BYTES as usize);
+    header.extend_from_slice(RUN_MAGIC);
+    for v in [key_check, seq_from, seq_through, count] {
+        header.extend_from_slice(&v.to_le_bytes());
+    }
+    header.extend_from_slice(&tier.to_le_bytes());
+    header.extend_from_slice(&crc.finalize().to_le_bytes());
+    file.write_all_at(&header, 0)?;
+    file.sync_all()?;
+    drop(file);
+    fs::rename(&tmp, &path)?;
+    File::open(dir)?.sync_all()?;
+    let file = File::open(&path)?;
+    Ok(Some(Run { seq_from, seq_through, tier, count, path, file, fences }))
+}
+
+/// Reads a run file back: header, key, CRC, fences; every key goes to `each` as it is read (a
+/// run that then fails its CRC only leaves extra keys in the filter: false positives, harmless).
+/// `None` if it is not a valid run of this index (other key, torn, damaged).
+fn load_run(path: &Path, key_check: u64, mut each: impl FnMut(u64)) -> io::Result<Option<Run>> {
+    let mut file = File::open(path)?;
+    let len = file.metadata()?.len();
+    if len < RUN_HEADER_BYTES {
+        return Ok(None);
+    }
+    let mut h = [0u8; RUN_HEADER_BYTES as usize];
+    file.read_exact(&mut h)?;
+    let u64_at = |at: usize| {
+        u64::from_le_bytes([
+            h[at],
+            h[at + 1],
+            h[at + 2],
+            h[at + 3],
+            h[at + 4],
+            h[at + 5],
+            h[at + 6],
+            h[at + 7],
+        ])
+    };
+    let (check, seq_from, seq_through, count) = (u64_at(8), u64_at(16), u64_at(24), u64_at(32));
+    let tier = u32::from_le_bytes([h[40], h[41], h[42], h[43]]);
+    let crc_stored = u32::from_le_bytes([h[44], h[45], h[46], h[47]]);
+    if &h[..8] != RUN_MAGIC
+        || check != key_check
+        || seq_from == 0
+        || seq_through + 1 < seq_from
+        || count.checked_mul(RECORD_BYTES).and_then(|b| b.checked_add(RUN_HEADER_BYTES)) != Some(len)
+    {
+        return Ok(None);
+    }
+    let (mut crc, mut fences, mut buf, mut n) =
+        (crc32fast::Hasher::new(), Vec::new(), vec![0u8; 4 << 20], 0u64);
+    while n < count {
+        let take = ((count - n) * RECORD_BYTES).min(buf.len() as u64) as usize;
+        file.read_exact(&mut buf[..take])?;
+        crc.update(&buf[..take]);
+        for r in buf[..take].chunks_exact(RECORD_BYTES as usize) {
+            let key = u64::from_le_bytes([r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]]);
+            if n % BMI_RUN_BLOCK_RECORDS as u64 == 0 {
+                fences.push(key);
+            }
+            each(key);
+            n += 1;
+        }
+    }
+    if crc.finalize() != crc_stored {
+        return Ok(None);
+    }
+    Ok(Some(Run { seq_from, seq_through, tier, count, path: path.to_path_buf(), file, fences }))
+}
+
+/// Streams a run's records in order (for a merge).
+fn records_of(run: &Run) -> impl Iterator<Item = io::Result<(u64, Seq)>> + '_ {
+    let mut buf = Vec::new();
+    let mut pos = 0u64;
+    let mut at = 0usize;
+    std::iter::from_fn(move || {
+        if pos >= run.count {
+            return None;
+        }
+        if at * RECORD_BYTES as usize >= buf.len() {
+            let n = (run.count - pos).min(1 << 16);
+            buf.resize((n * RECORD_BYTES) as usize, 0);
+            if let Err(e) = run.file.read_exact_at(&mut buf, RUN_HEADER_BYTES + pos * RECORD_BYTES) {
+                pos = run.count;
+                return Some(Err(e));
+            }
+            at = 0;
+        }
+        let r = &buf[at * RECORD_BYTES as usize..(at + 1) * RECORD_BYTES as usize];
+        at += 1;
+        pos += 1;
+        let key = u64::from_le_bytes([r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]]);
+        let seq = u64::from_le_bytes([r[8], r[9], r[10], r[11], r[12], r[13], r[14], r[15]]);
+        Some(Ok((key, seq)))
+    })
+}
+
+/// The runs the sequencer searches, oldest first, covering seqs `1..=seq_through` without gaps.
+#[derive(Default)]
+struct RunSet {
+    runs: Vec<Arc<Run>>,
+    seq_through: Seq,
+}
+
+/// The background thread: writes frozen generations as runs, merges runs, publishes run sets.
+struct Writer {
+    dir: PathBuf,
+    key_check: u64,
+    fanout: usize,
+    runs: Vec<Arc<Run>>,
+    out: Sender<(Arc<RunSet>, u64)>,
+    stop: Arc<AtomicBool>,
+    merges: u64,
+}
+
+impl Writer {
+    fn publish(&self) -> bool {
+        let set =
+            RunSet { seq_through: self.runs.last().map_or(0, |r| r.seq_through), runs: self.runs.clone() };
+        self.out.send((Arc::new(set), self.merges)).is_ok()
+    }
+
+    fn run(mut self, rx: Receiver<Arc<Frozen>>) -> Result<(), String> {
+        while let Ok(frozen) = rx.recv() {
+            let records = frozen.records.iter().map(|r| Ok(*r));
+            let range = (frozen.seq_from, frozen.seq_through, 0);
+            let written = write_run(&self.dir, self.key_check, range, records, &self.stop);
+            let Some(run) =
+                written.map_err(|e| format!("writing a bmi run in {}: {e}", self.dir.display()))?
+            else {
+                return Ok(());
+            };
+            self.runs.push(Arc::new(run));
+            if !self.publish() {
+                return Ok(());
+            }
+            while self.merge_tail()? {
+                if !self.publish() {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Merges the last `fanout` runs if they share a tier; whether it did.
+    fn merge_tail(&mut self) -> Result<bool, String> {
+        let n = self.runs.len();
+        if n < self.fanout.max(2) {
+            return Ok(false);
+        }
+        let tail: Vec<Arc<Run>> = self.runs[n - self.fanout..].to_vec();
+        if tail.iter().any(|r| r.tier != tail[0].tier) {
+            return Ok(false);
+        }
+        let range = (tail[0].seq_from, tail[tail.len() - 1].seq_through, tail[0].tier + 1);
+        let merged = Merge::new(tail.iter().map(|r| records_of(r)).collect());
+        let Some(run) = write_run(&self.dir, self.key_check, range, merged, &self.stop)
+            .map_err(|e| format!("merging bmi runs in {}: {e}", self.dir.display()))?
+        else {
+            return Ok(false);
+        };
+        self.runs.truncate(n - self.fanout);
+        self.runs.push(Arc::new(run));
+        self.merges += 1;
+        for r in tail {
+            // Open handles (the sequencer's current run set) keep reading the unlinked file.
+            fs::remove_file(&r.path).map_err(|e| format!("removing {}: {e}", r.path.display()))?;
+        }
+        Ok(true)
+    }
+}
+
+/// A k-way merge of sorted record streams (k is the merge fan-out: a few).
+struct Merge<I> {
+    inputs: Vec<I>,
+    heads: Vec<Option<(u64, Seq)>>,
+    started: bool,
+}
+
+impl<I: Iterator<Item = io::Result<(u64, Seq)>>> Merge<I> {
+    fn new(inputs: Vec<I>) -> Self {
+        let heads = vec![None; inputs.len()];
+        Merge { inputs, heads, started: false }
+    }
+
+    fn advance(&mut self, i: usize) -> io::Result<()> {
+        self.heads[i] = self.inputs[i].next().transpose()?;
+        Ok(())
+    }
+}
+
+impl<I: Iterator<Item = io::Result<(u64, Seq)>>> Iterator for Merge<I> {
+    type Item = io::Result<(u64, Seq)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if !self.started {
+            self.started = true;
+            for i in 0..self.inputs.len() {
+                if let Err(e) = self.advance(i) {
+                    return Some(Err(e));
+                }
+            }
+        }
+        let (i, record) =
+            self.heads.iter().enumerate().filter_map(|(i, h)| h.map(|r| (i, r))).min_by_key(|(_, r)| *r)?;
+        if let Err(e) = self.advance(i) {
+            return Some(Err(e));
+        }
+        Some(Ok(record))
+    }
+}
+
+// ---- the index ----
+
+/// The index the sequencer thread owns (see the module documentation).
+pub struct BmiIndex {
+    journal_dir: PathBuf,
+    key: [u64; 2],
+    config: BmiIndexConfig,
+    filter: Filter,
+    current: Generation,
+    previous: Generation,
+    /// Generations handed to the writer, newest last, until its run set covers them.
+    frozen: Vec<Arc<Frozen>>,
+    runs: Arc<RunSet>,
+    /// The journal writer's progress: entries up to here are in the journal files, where a
+    /// run's candidate can be read back. A generation leaves memory only once it is.
+    seq_written: Arc<AtomicU64>,
+    to_writer: Option<Sender<Arc<Frozen>>>,
+    from_writer: Receiver<(Arc<RunSet>, u64)>,
+    writer: Option<JoinHandle<Result<(), String>>>,
+    stop: Arc<AtomicBool>,
+    stats: BmiIndexStats,
+    candidates: Vec<Seq>,
+    block: Vec<u8>,
+}
+
+/// A check value of the hash key, stored in every run: a run written under another key is
+/// useless (its keys say nothing) and is rebuilt.
+fn key_check(key: [u64; 2]) -> u64 {
+    siphash24(key, b"rtgs bmi index key check")
+}
+
+/// The index's SipHash key: `dir/KEY`, 16 random bytes made once (`/dev/urandom`).
+fn load_or_make_key(dir: &Path) -> Result<[u64; 2], BmiIndexError> {
+    let path = dir.join("KEY");
+    let bytes = match fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let mut fresh = [0u8; 16];
+            File::open("/dev/urandom")
+                .and_then(|mut f| f.read_exact(&mut fresh))
+                .map_err(io_err(Path::new("/dev/urandom")))?;
+            let tmp = dir.join("KEY.tmp");
+            let mut f = File::create(&tmp).map_err(io_err(&tmp))?;
+            f.write_all(&fresh).and_then(|()| f.sync_all()).map_err(io_err(&tmp))?;
+            fs::rename(&tmp, &path).map_err(io_err(&path))?;
+            File::open(dir).and_then(|d| d.sync_all()).map_err(io_err(dir))?;
+            fresh.to_vec()
+        }
+        Err(source) => return Err(BmiIndexError::Io { path, source }),
+    };
+    let k: [u8; 16] = bytes.as_slice().try_into().map_err(|_| {
+        BmiIndexError::Broken(format!(
+            "{} is not 16 bytes: move it aside (the index is rebuilt from the journal)",
+            path.display()
+        ))
+    })?;
+    let half = |b: &[u8]| u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
+    Ok([half(&k[..8]), half(&k[8..])])
+}
+
+/// Room for a generation and the few batches it may grow by while the journal writer catches up
+/// (see [`BmiIndex::record`]), without a rehash on the hot path.
+fn map_capacity(recent_entries: usize) -> usize {
+    recent_entries + recent_entries / 6
+}
+
+/// Parses `run-FROM-THROUGH.bmi`.
+fn parse_run_name(name: &str) -> Option<(Seq, Seq)> {
+    let rest = name.strip_prefix("run-")?.strip_suffix(".bmi")?;
+    let (from, through) = rest.split_once('-')?;
+    Some((from.parse().ok()?, through.parse().ok()?))
+}
+
+impl BmiIndex {
+    /// Opens the index in `data_dir/bmi-index` for a journal that ends at `journal_seq_last`:
+    /// loads the runs that cover the journal from seq 1 without a gap (others are deleted),
+    /// rebuilds the filter, replays the journal after the last run, starts the writer thread.
+    pub fn open(
+        data_dir: &Path,
+        journal_dir: &Path,
+        journal_seq_last: Seq,
+        seq_written: Arc<AtomicU64>,
+        config: BmiIndexConfig,
+    ) -> Result<BmiIndex, BmiIndexError> {
+        assert!(config.recent_entries > 0 && config.merge_fanout >= 2, "bmi index sizes");
+        let dir = data_dir.join("bmi-index");
+        fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+        let key = load_or_make_key(&dir)?;
+        let mut filter = Filter::new(config.filter_buckets_first);
+        let mut stats = BmiIndexStats::default();
+        let runs = load_runs(&dir, key_check(key), journal_seq_last, &mut filter, &mut stats)?;
+        let through = runs.last().map_or(0, |r| r.seq_through);
+        let stop = Arc::new(AtomicBool::new(false));
+        let (to_writer, writer_rx) = bounded::<Arc<Frozen>>(crate::limits::BMI_FROZEN_QUEUE);
+        let (writer_tx, from_writer) = bounded(crate::limits::BMI_FROZEN_QUEUE);
+        let writer = Writer {
+            dir,
+            key_check: key_check(key),
+            fanout: config.merge_fanout,
+            runs: runs.clone(),
+            out: writer_tx,
+            stop: Arc::clone(&stop),
+            merges: 0,
+        };
+        let writer = std::thread::Builder::new()
+            .name("bmi-index".into())
+            .spawn(move || writer.run(writer_rx))
+            .map_err(|e| BmiIndexError::Broken(format!("cannot start the bmi index writer: {e}")))?;
+        let mut index = BmiIndex {
+            journal_dir: journal_dir.to_path_buf(),
+            key,
+            config,
+            filter,
+            current: Generation::new(through + 1, map_capacity(config.recent_entries)),
+            previous: Generation::new(through + 1, 0),
+            frozen: Vec::new(),
+            runs: Arc::new(RunSet { runs, seq_through: through }),
+            seq_written,
+            to_writer: Some(to_writer),
+            from_writer,
+            writer: Some(writer),
+            stop,
+            stats,
+            candidates: Vec::new(),
+            block: Vec::new(),
+        };
+        index.replay(through + 1, journal_seq_last)?;
+        Ok(index)
+    }
+
+    /// Records the journal's entries `from..=until` (those after the last run) again.
+    fn replay(&mut self, from: Seq, until: Seq) -> Result<(), BmiIndexError> {
+        if from > until {
+            return Ok(());
+        }
+        let mut reader = JournalReader::open(&self.journal_dir, from)?;
+        let (mut entries, mut keys) = (Vec::new(), Vec::new());
+        while reader.next_batch(&mut entries)? {
+            entries.retain(|e| e.seq <= until);
+            keys.clear();
+            keys.extend(entries.iter().map(|e| self.key_of(&e.bmi)));
+            self.stats.replayed_at_open += entries.len() as u64;
+            self.record(&entries, &keys)?;
+            if entries.last().is_some_and(|e| e.seq >= until) {
+                break;
+            }
+            entries.clear();
+        }
+        Ok(())
+    }
+
+    fn key_of(&self, bmi: &Bmi) -> u64 {
+        siphash24(self.key, bmi.as_bytes())
+    }
+
+    /// Takes the writer's newest run set and drops the frozen generations it covers.
+    fn absorb(&mut self) {
+        while let Ok((set, merges)) = self.from_writer.try_recv() {
+            self.runs = set;
+            self.stats.merges = merges;
+        }
+        let through = self.runs.seq_through;
+        self.frozen.retain(|f| f.seq_through > through);
+    }
+
+    /// One [`Lookup`] per command, for the core sequencer: what was sequenced under its `bmi`
+    /// before (the first entry), if anything.
+    pub fn resolve(&mut self, commands: &[Command], out: &mut Vec<Lookup>) -> Result<(), BmiIndexError> {
+        self.absorb();
+        for c in commands {
+            if c.bmi.is_none() {
+                out.push(Lookup { key: 0, known: None });
+                continue;
+            }
+            let key = self.key_of(&c.bmi);
+            self.stats.lookups += 1;
+            let known = if self.filter.contains(key) {
+                self.stats.filter_positives += 1;
+                self.find(key, &c.bmi)?
+            } else {
+                None
+            };
+            out.push(Lookup { key, known });
+        }
+        Ok(())
+    }
+
+    /// A filter positive: the recent generations, then frozen ones, then the runs (newest first),
+    /// each candidate confirmed by the journal.
+    fn find(&mut self, key: u64, bmi: &Bmi) -> Result<Option<Known>, BmiIndexError> {
+        if let Some(k) = self.current.get(key, bmi).or_else(|| self.previous.get(key, bmi)) {
+            self.stats.recent_hits += 1;
+            return Ok(Some(k));
+        }
+        let mut candidates = std::mem::take(&mut self.candidates);
+        candidates.clear();
+        for f in self.frozen.iter().rev() {
+            f.candidates(key, &mut candidates);
+        }
+        let runs = Arc::clone(&self.runs);
+        for r in runs.runs.iter().rev() {
+            let reads = r.candidates(key, &mut candidates, &mut self.block).map_err(io_err(&r.path))?;
+            self.stats.run_block_reads += reads;
+        }
+        candidates.sort_unstable();
+        let mut found = None;
+        for &seq in &candidates {
+            self.stats.journal_reads += 1;
+            let Some(entry) = journal::read_entry(&self.journal_dir, seq)? else {
+                return Err(BmiIndexError::Broken(format!(
+                    "the index holds seq {seq} but the journal has no such entry"
+                )));
+            };
+            if entry.bmi == *bmi {
+                self.stats.old_hits += 1;
+                found = Some(Known::of(&entry));
+                break;
+            }
+        }
+        self.candidates = candidates;
+        Ok(found)
+    }
+
+    /// Remembers newly sequenced entries (`keys[i]`: the lookup key of `entries[i]`'s `bmi`, as
+    /// [`BmiIndex::resolve`] gave it). May hand a generation to the writer (blocking while the
+    /// writer is [`crate::limits::BMI_FROZEN_QUEUE`] generations behind: back-pressure).
+    pub fn record(&mut self, entries: &[Entry], keys: &[u64]) -> Result<(), BmiIndexError> {
+        assert_eq!(entries.len(), keys.len(), "one key per entry");
+        for (e, &key) in entries.iter().zip(keys) {
+            if e.bmi.is_none() {
+                continue;
+            }
+            self.filter.insert(key);
+            self.current.insert(key, Recent { bmi: e.bmi, known: Known::of(e) });
+            if self.current.len() >= self.config.recent_entries
+                && self.previous.seq_through <= self.seq_written.load(Ordering::Acquire)
+            {
+                self.rotate()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The previous generation goes to disk; the current one becomes the previous.
+    fn rotate(&mut self) -> Result<(), BmiIndexError> {
+        let from = self.current.seq_through + 1;
+        let fresh = Generation::new(from, map_capacity(self.config.recent_entries));
+        let previous = std::mem::replace(&mut self.previous, std::mem::replace(&mut self.current, fresh));
+        if previous.len() == 0 {
+            return Ok(());
+        }
+        let frozen = Arc::new(previous.freeze());
+        drop(previous);
+        self.frozen.push(Arc::clone(&frozen));
+        let sent = self.to_writer.as_ref().is_some_and(|tx| tx.send(frozen).is_ok());
+        if !sent {
+            return Err(self.writer_failure());
+        }
+        Ok(())
+    }
+
+    fn writer_failure(&mut self) -> BmiIndexError {
+        let reason = match self.writer.take().map(JoinHandle::join) {
+            Some(Ok(Err(e))) => e,
+            Some(Err(_)) => "it panicked".into(),
+            _ => "it stopped".into(),
+        };
+        BmiIndexError::Broken(format!("the bmi index writer failed: {reason}"))
+    }
+
+    pub fn stats(&mut self) -> BmiIndexStats {
+        self.absorb();
+        let mut s = self.stats.clone();
+        s.runs = self.runs.runs.len() as u64;
+        s.run_entries = self.runs.runs.iter().map(|r| r.count).sum();
+        s.filter_generations = self.filter.generations.len() as u64;
+        s.filter_bytes = self.filter.bytes();
+        s
+    }
+}
+
+impl Drop for BmiIndex {
+    /// Stops the writer (a run or merge in progress is abandoned: derived data, rebuilt at open).
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.to_writer = None;
+        // Unblock a writer waiting to publish.
+        while self.from_writer.try_recv().is_ok() {}
+        if let Some(h) = self.writer.take() {
+            while !h.is_finished() {
+                while self.from_writer.try_recv().is_ok() {}
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            let _ = h.join();
+        }
+    }
+}
+
+/// The valid runs that cover `1..=seq_through` without a gap and not beyond the journal, oldest
+/// first (their keys inserted into `filter`); every other run file is deleted.
+fn load_runs(
+    dir: &Path,
+    key_check: u64,
+    journal_seq_last: Seq,
+    filter: &mut Filter,
+    stats: &mut BmiIndexStats,
+) -> Result<Vec<Arc<Run>>, BmiIndexError> {
+    let mut named: Vec<(Seq, std::cmp::Reverse<Seq>, PathBuf)> = Vec::new();
+    for item in fs::read_dir(dir).map_err(io_err(dir))? {
+        let path = item.map_err(io_err(dir))?.path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
+        match parse_run_name(&name) {
+            Some((from, through)) => named.push((from, std::cmp::Reverse(through), path)),
+            None if name.ends_with(".bmi.tmp") => fs::remove_file(&path).map_err(io_err(&path))?,
+            None => {}
+        }
+    }
+    // Longest run first among those starting at the same seq: a merged run wins over its parts.
+    named.sort();
+    let mut runs = Vec::new();
+    let mut next = 1;
+    for (from, std::cmp::Reverse(through), path) in named {
+        let usable = from == next && through <= journal_seq_last;
+        let run = if usable {
+            load_run(&path, key_check, |k| filter.insert(k)).map_err(io_err(&path))?
+        } else {
+            None
+        };
+        match run {
+            Some(run) if run.seq_from == from && run.seq_through == through => {
+                next = through + 1;
+                runs.push(Arc::new(run));
+            }
+            _ => {
+                // Damaged, superseded by a merged run, after a gap, or past the journal's end.
+                stats.runs_discarded += 1;
+                fs::remove_file(&path).map_err(io_err(&path))?;
+            }
+        }
+    }
+    Ok(runs)
+}
+
+#[cfg(test)]
+mod tests;
