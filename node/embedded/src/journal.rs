@@ -119,6 +119,8 @@ pub struct JournalTail {
     pub timestamp_last_us: u64,
     /// The last seq a durable mark covered: everything up to it may have been published.
     pub seq_durable: Seq,
+    /// Where that mark ends in the last segment (0 if the last segment holds no mark).
+    pub durable_bytes: u64,
     /// Bytes of torn tail cut off the last segment (by [`inspect`]: that would be cut).
     pub truncated_bytes: u64,
     pub segments: usize,
@@ -325,6 +327,8 @@ struct Scan {
     /// The last entries frame (path, offset): its last entry gives the epoch and timestamp.
     last_frame: Option<(PathBuf, u64)>,
     seq_durable: Seq,
+    /// The segment and offset where the last durable mark ends.
+    durable_end: (Seq, u64),
     repaired_frames: u64,
     repaired_bytes: u64,
     repairs: Vec<Repair>,
@@ -391,7 +395,10 @@ impl Scan {
                     self.clean.push((seq_first, clean));
                     return Ok(SegmentEnd::Clean(at));
                 }
-                return self.damaged(seq_first, copies, &found, at, last).map(|()| SegmentEnd::Torn(at));
+                self.damaged(seq_first, copies, &found, at, last)?;
+                // A torn tail is no repair: each copy is good up to it (readers stop there).
+                self.clean.push((seq_first, clean));
+                return Ok(SegmentEnd::Torn(at));
             };
             let len = found[good].len().unwrap_or(0);
             for (i, f) in found.iter().enumerate() {
@@ -408,7 +415,7 @@ impl Scan {
                     ));
                 }
             }
-            self.accept(&copies[good].path, at, &found[good])?;
+            self.accept(seq_first, &copies[good].path, at, &found[good])?;
             for (i, f) in found.iter().enumerate() {
                 if f.len().is_none() {
                     clean[i] = false;
@@ -424,7 +431,7 @@ impl Scan {
     }
 
     /// A valid frame at `at`: it must continue the seqs, a mark must match.
-    fn accept(&mut self, path: &Path, at: u64, found: &Found) -> Result<(), JournalError> {
+    fn accept(&mut self, segment: Seq, path: &Path, at: u64, found: &Found) -> Result<(), JournalError> {
         match found {
             Found::Entries { first, count, .. } => {
                 if *first != self.seq_next {
@@ -452,6 +459,7 @@ impl Scan {
                     ));
                 }
                 self.seq_durable = mark.seq_last;
+                self.durable_end = (segment, at + MARK_FRAME_BYTES as u64);
             }
             Found::End | Found::Incomplete | Found::Bad(_) => {}
         }
@@ -537,6 +545,7 @@ fn check_copies(dirs: &[PathBuf], read_only: bool) -> Result<Checked, JournalErr
         seq_next: names.first().copied().unwrap_or(1),
         last_frame: None,
         seq_durable: 0,
+        durable_end: (0, 0),
         repaired_frames: 0,
         repaired_bytes: 0,
         repairs: Vec::new(),
@@ -601,6 +610,10 @@ fn tail_of(checked: &Checked, truncated_bytes: u64) -> Result<JournalTail, Journ
         timestamp_last_us: last.as_ref().map_or(0, |e| e.timestamp_us),
         // A journal written before durable marks existed: everything valid counts as durable.
         seq_durable: if s.seq_durable == 0 { s.seq_next - 1 } else { s.seq_durable.min(s.seq_next - 1) },
+        durable_bytes: match checked.names.last() {
+            Some(last) if *last == s.durable_end.0 => s.durable_end.1,
+            _ => 0,
+        },
         truncated_bytes,
         segments: checked.names.len(),
         repaired_frames: s.repaired_frames,

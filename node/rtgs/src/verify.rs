@@ -58,6 +58,9 @@ struct Verdict {
     journal_seq_last: Seq,
     /// Covered by a durable mark: every seq up to here may have been published.
     journal_seq_durable: Seq,
+    /// The last segment and where in it that mark ends: every byte before is durable.
+    journal_last_segment: Option<String>,
+    journal_durable_bytes: u64,
     /// Bytes of torn tail a start would cut (past the durable end); nothing is cut here.
     journal_torn_tail_bytes: u64,
     /// Frames a start would copy from one copy of the journal to the other (with a mirror).
@@ -154,6 +157,9 @@ fn replay(
     let tail = &found.tail;
     verdict.journal_seq_last = tail.seq_last;
     verdict.journal_seq_durable = tail.seq_durable;
+    verdict.journal_durable_bytes = tail.durable_bytes;
+    verdict.journal_last_segment =
+        found.replay.as_ref().and_then(|r| r.last()).map(|(_, p)| p.display().to_string());
     verdict.journal_torn_tail_bytes = tail.truncated_bytes;
     verdict.journal_repairable_frames = tail.repaired_frames;
     let Some(segments) = found.replay.clone() else {

@@ -347,6 +347,7 @@ fn inspect_changes_nothing() {
     ok(ok(OpenOptions::new().write(true).open(&tseg)).set_len(tlen - 1));
     let found = ok(inspect(&torn, None));
     assert_eq!((found.tail.seq_last, found.tail.truncated_bytes), (5, b2 - 1));
+    assert_eq!(found.replay, Some(vec![(1, tseg.clone())]), "readable up to the tear");
     assert_eq!(ok(fs::metadata(&tseg)).len(), tlen - 1);
     let _ = fs::remove_dir_all(&torn);
     let _ = fs::remove_dir_all(&dir);
