@@ -253,6 +253,25 @@ pub fn decode_frame(buf: &[u8], out: &mut Vec<Entry>) -> Result<Option<usize>, C
     decode_items(buf, out, VERSION, ENTRY_BYTES_MIN, parse_entry)
 }
 
+/// Checks the frame at the start of `buf` (length, checksum) and parses its entries only as far
+/// as the one at `seq`: one entry of a large frame without building all of them.
+pub fn decode_frame_entry(buf: &[u8], seq: Seq) -> Result<Option<Entry>, CodecError> {
+    let Some(total) = check(buf)? else { return Err(CodecError::Truncated) };
+    let mut r = Reader { buf: &buf[FRAME_HEADER_BYTES..total] };
+    let found = r.u8()?;
+    if found != VERSION {
+        return Err(CodecError::Version(found));
+    }
+    let count = r.u32()?;
+    for _ in 0..count {
+        let e = parse_entry(&mut r)?;
+        if e.seq == seq {
+            return Ok(Some(e));
+        }
+    }
+    Ok(None)
+}
+
 /// Parses a buffer that holds whole entry frames only (a Kafka message, an outbox row) into
 /// `out`. A partial last frame is [`CodecError::Truncated`]; on error `out` is left as it was.
 pub fn decode_frames(buf: &[u8], out: &mut Vec<Entry>) -> Result<(), CodecError> {
@@ -428,6 +447,11 @@ mod tests {
         encode_frame([&tick], &mut frame);
         assert_eq!(decode_journal_frame(&frame, &mut out), Ok(Some((frame.len(), None))));
         assert_eq!(out, vec![tick]);
+        let ticks: Vec<Entry> = (5..9).map(|s| Entry::tick(s, 1, 9, CenterId(1))).collect();
+        let mut four = Vec::new();
+        encode_frame(&ticks, &mut four);
+        assert_eq!(decode_frame_entry(&four, 7), Ok(Some(ticks[2].clone())));
+        assert_eq!(decode_frame_entry(&four, 9), Ok(None));
         let mut bad = buf.clone();
         bad[10] ^= 1;
         assert_eq!(decode_journal_frame(&bad, &mut out), Err(CodecError::Checksum));

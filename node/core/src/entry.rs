@@ -120,14 +120,6 @@ impl Bmi {
     pub fn is_none(&self) -> bool {
         self.len == 0
     }
-    /// 128-bit fingerprint from an unkeyed mixer: a fast hash-table key for ids the holder
-    /// trusts. Anyone can make two `bmi`s share it, so it never decides equality on its own.
-    pub fn fingerprint(&self) -> u128 {
-        let b = self.as_bytes();
-        let lo = crate::hash::bytes64(0x5EED_0001, b);
-        let hi = crate::hash::bytes64(0x5EED_0002, b);
-        (u128::from(hi) << 64) | u128::from(lo)
-    }
 }
 
 impl fmt::Debug for Bmi {
@@ -365,7 +357,6 @@ mod tests {
         assert_eq!(Bmi::new(b"MSG-1").map(|b| b.as_bytes().to_vec()), Ok(b"MSG-1".to_vec()));
         assert_eq!(Bmi::numbered("T", 1234).map(|b| b.to_string()), Ok("T1234".to_string()));
         assert_eq!(Bmi::numbered("T", 0).map(|b| b.to_string()), Ok("T0".to_string()));
-        assert_ne!(Bmi::new(b"A1").map(|b| b.fingerprint()), Bmi::new(b"A2").map(|b| b.fingerprint()));
     }
 
     #[test]

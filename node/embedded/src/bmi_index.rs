@@ -18,7 +18,7 @@
 //!   `bmi-index/run-FROM-THROUGH.bmi` (header with a CRC of the records) and merged with its
 //!   neighbours, [`BmiIndexConfig::merge_fanout`] runs of one tier into one of the next, to keep
 //!   the runs few. In memory per run: the first key of every 4 KiB block. A key found in a run is
-//!   checked against the journal: the entry at that seq is read back ([`journal::read_entry`])
+//!   checked against the journal: the entry at that seq is read back ([`EntryReader`])
 //!   and must carry the same `bmi`; its payload is the content the retry is compared with.
 //!
 //! Everything here is derived from the journal: a run that is missing, torn or written under
@@ -26,13 +26,12 @@
 //! run is replayed into the recent generations. Opening reads every run once (CRC, fences,
 //! filter): ≈ 16 bytes per `bmi` ever sequenced.
 
-use crate::journal::{self, JournalError, JournalReader};
+use crate::journal::{EntryReader, JournalError, JournalReader};
 use crate::limits::{BMI_FILTER_BUCKETS_FIRST, BMI_MERGE_FANOUT, BMI_RECENT_ENTRIES, BMI_RUN_BLOCK_RECORDS};
 use crossbeam_channel::{bounded, Receiver, Sender};
 use rtgs_core::entry::{Bmi, Command, Entry, Seq};
-use rtgs_core::hash::{siphash24, Prehashed};
+use rtgs_core::hash::siphash24;
 use rtgs_core::sequencer::{Known, Lookup};
-use std::collections::HashMap;
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Read, Write};
 use std::os::unix::fs::FileExt;
@@ -99,6 +98,82 @@ pub struct BmiIndexStats {
     pub replayed_at_open: u64,
 }
 
+// ---- tables probed at random ----
+
+/// Types whose all-zero bytes are a valid value (the "empty" one of a table).
+///
+/// # Safety
+/// Implementors must be plain data for which every byte being zero is a valid value.
+unsafe trait Zeroable: Copy {}
+// SAFETY: integers and tuples of them are valid all-zero.
+unsafe impl Zeroable for u64 {}
+// SAFETY: as above.
+unsafe impl Zeroable for (u64, u32) {}
+
+/// A zeroed array on 2 MiB-aligned memory with transparent huge pages requested: the filter and
+/// the recent index are probed at random, and with 4 KiB pages nearly every probe missed the
+/// TLB (on a VM a nested page walk: most of a probe's time, measured).
+struct Table<T: Zeroable> {
+    ptr: std::ptr::NonNull<T>,
+    len: usize,
+}
+
+const HUGE_PAGE_BYTES: usize = 2 << 20;
+
+impl<T: Zeroable> Table<T> {
+    fn zeroed(len: usize) -> Table<T> {
+        let len = len.max(1);
+        let layout = Self::layout(len);
+        // SAFETY: the layout has a non-zero size (len ≥ 1, T is no ZST).
+        let raw = unsafe { std::alloc::alloc_zeroed(layout) };
+        let Some(ptr) = std::ptr::NonNull::new(raw.cast::<T>()) else {
+            std::alloc::handle_alloc_error(layout);
+        };
+        if layout.size() >= HUGE_PAGE_BYTES {
+            // SAFETY: the range is this allocation; the advice changes no contents. A refusal
+            // (no THP in this kernel) only costs speed.
+            unsafe { libc::madvise(raw.cast(), layout.size(), libc::MADV_HUGEPAGE) };
+        }
+        Table { ptr, len }
+    }
+
+    fn layout(len: usize) -> std::alloc::Layout {
+        let bytes = len.checked_mul(std::mem::size_of::<T>()).unwrap_or(usize::MAX / 2);
+        let align = if bytes >= HUGE_PAGE_BYTES { HUGE_PAGE_BYTES } else { std::mem::align_of::<T>() };
+        match std::alloc::Layout::from_size_align(bytes.max(1), align) {
+            Ok(l) => l,
+            Err(_) => panic!("a bmi index table of {len} entries cannot be allocated"),
+        }
+    }
+}
+
+impl<T: Zeroable> std::ops::Deref for Table<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        // SAFETY: `ptr` holds `len` initialised (zeroed, then written) values for our lifetime.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl<T: Zeroable> std::ops::DerefMut for Table<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        // SAFETY: as in `deref`, and `&mut self` is exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl<T: Zeroable> Drop for Table<T> {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `zeroed` with this very layout.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr().cast(), Self::layout(self.len)) }
+    }
+}
+
+// SAFETY: a `Table` owns its memory like a `Vec` does.
+unsafe impl<T: Zeroable + Send> Send for Table<T> {}
+// SAFETY: shared access is read-only, like a `Vec`'s.
+unsafe impl<T: Zeroable + Sync> Sync for Table<T> {}
+
 // ---- the filter ----
 
 const SLOTS: u64 = 4;
@@ -125,7 +200,7 @@ fn has_lane(bucket: u64, tag: u64) -> bool {
 
 /// One generation: buckets of four 16-bit tags; tags that found no place go to the stash.
 struct CuckooGeneration {
-    buckets: Vec<u64>,
+    buckets: Table<u64>,
     mask: usize,
     count: usize,
     /// Filled to the design load, or an insertion failed: no more inserts here.
@@ -138,7 +213,7 @@ impl CuckooGeneration {
     fn new(buckets: usize) -> Self {
         let buckets = buckets.next_power_of_two().max(2);
         CuckooGeneration {
-            buckets: vec![0; buckets],
+            buckets: Table::zeroed(buckets),
             mask: buckets - 1,
             count: 0,
             sealed: false,
@@ -212,6 +287,14 @@ impl Filter {
         self.generations.iter().any(|g| g.contains(key))
     }
 
+    fn prefetch(&self, key: u64) {
+        for g in &self.generations {
+            let (tag, i) = (tag_of(key), key as usize & g.mask);
+            prefetch(g.buckets.as_ptr().wrapping_add(i));
+            prefetch(g.buckets.as_ptr().wrapping_add(alt_index(i, tag, g.mask)));
+        }
+    }
+
     fn insert(&mut self, key: u64) {
         if self.generations.last().is_none_or(|g| g.sealed) {
             let buckets = self.generations.last().map_or(2, |g| g.buckets.len() * 2);
@@ -229,75 +312,117 @@ impl Filter {
 
 // ---- recent generations ----
 
+/// Hints the CPU to fetch the cache line at `p` ahead of use: look-ups of a batch are issued a
+/// few commands ahead, so their cache and TLB misses overlap instead of queueing one by one.
+#[inline(always)]
+fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is only a hint; it never faults, whatever the address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// How many commands ahead the look-ups prefetch.
+const PREFETCH_AHEAD: usize = 16;
+
 #[derive(Copy, Clone, Debug)]
 struct Recent {
     bmi: Bmi,
     known: Known,
 }
 
-/// One generation of recent `bmi`s, exact. `collided` holds the rare `bmi` whose key another
-/// `bmi` of the generation already took.
+/// One generation of recent `bmi`s, exact: the entries in the order recorded, and an
+/// open-addressing index of `(key, position + 1)` (0: empty; 16 bytes a slot, a quarter empty at
+/// the generation's size) — small enough to stay in cache, and it can be prefetched. Two `bmi`s
+/// that share a key sit in two slots; the `bmi` bytes tell them apart.
 struct Generation {
-    map: HashMap<u64, Recent, Prehashed>,
-    collided: Vec<(u64, Recent)>,
+    index: Table<(u64, u32)>,
+    mask: usize,
+    entries: Vec<(u64, Recent)>,
     seq_from: Seq,
     seq_through: Seq,
 }
 
 impl Generation {
-    fn new(seq_from: Seq, capacity: usize) -> Self {
+    fn new(seq_from: Seq, entries_max: usize) -> Self {
+        let slots = (entries_max + entries_max / 3).next_power_of_two().max(2);
         Generation {
-            map: HashMap::with_capacity_and_hasher(capacity, Prehashed::default()),
-            collided: Vec::new(),
+            index: Table::zeroed(slots),
+            mask: slots - 1,
+            entries: Vec::with_capacity(entries_max),
             seq_from,
             seq_through: seq_from - 1,
         }
     }
 
     fn len(&self) -> usize {
-        self.map.len() + self.collided.len()
+        self.entries.len()
+    }
+
+    fn prefetch(&self, key: u64) {
+        prefetch(self.index.as_ptr().wrapping_add(key as usize & self.mask));
     }
 
     fn get(&self, key: u64, bmi: &Bmi) -> Option<Known> {
-        match self.map.get(&key) {
-            Some(r) if r.bmi == *bmi => Some(r.known),
-            Some(_) => self.collided.iter().find(|(k, r)| *k == key && r.bmi == *bmi).map(|(_, r)| r.known),
-            None => None,
+        let mut i = key as usize & self.mask;
+        loop {
+            let (k, at) = self.index[i];
+            if at == 0 {
+                return None;
+            }
+            if k == key {
+                let r = &self.entries[at as usize - 1].1;
+                if r.bmi == *bmi {
+                    return Some(r.known);
+                }
+            }
+            i = (i + 1) & self.mask;
         }
     }
 
     fn insert(&mut self, key: u64, recent: Recent) {
-        match self.map.entry(key) {
-            std::collections::hash_map::Entry::Vacant(v) => {
-                v.insert(recent);
-            }
-            // The first entry of a bmi is the one retries are answered with.
-            std::collections::hash_map::Entry::Occupied(o) if o.get().bmi == recent.bmi => {}
-            std::collections::hash_map::Entry::Occupied(_) => self.collided.push((key, recent)),
+        if (self.entries.len() + 1) * 8 > self.index.len() * 7 {
+            // Grown past its size while the journal writer caught up (rare): a bigger index.
+            self.grow();
         }
+        let mut i = key as usize & self.mask;
+        loop {
+            let (k, at) = self.index[i];
+            if at == 0 {
+                break;
+            }
+            if k == key && self.entries[at as usize - 1].1.bmi == recent.bmi {
+                // The first entry of a bmi is the one retries are answered with.
+                return;
+            }
+            i = (i + 1) & self.mask;
+        }
+        self.entries.push((key, recent));
+        self.index[i] = (key, self.entries.len() as u32);
         self.seq_through = recent.known.seq;
     }
 
-    /// The generation as a sorted run of `(key, seq)`.
-    fn freeze(&self) -> Frozen {
-        let mut records: Vec<(u64, Seq)> = self.map.iter().map(|(k, r)| (*k, r.known.seq)).collect();
-        records.extend(self.collided.iter().map(|(k, r)| (*k, r.known.seq)));
-        records.sort_unstable();
-        Frozen { seq_from: self.seq_from, seq_through: self.seq_through, records }
+    fn grow(&mut self) {
+        let slots = self.index.len() * 2;
+        self.index = Table::zeroed(slots);
+        self.mask = slots - 1;
+        for (n, (key, _)) in self.entries.iter().enumerate() {
+            let mut i = *key as usize & self.mask;
+            while self.index[i].1 != 0 {
+                i = (i + 1) & self.mask;
+            }
+            self.index[i] = (*key, n as u32 + 1);
+        }
     }
-}
 
-/// A generation on its way to disk: searchable in memory until its run is in the run set.
-struct Frozen {
-    seq_from: Seq,
-    seq_through: Seq,
-    records: Vec<(u64, Seq)>,
-}
-
-impl Frozen {
-    fn candidates(&self, key: u64, out: &mut Vec<Seq>) {
-        let start = self.records.partition_point(|(k, _)| *k < key);
-        out.extend(self.records[start..].iter().take_while(|(k, _)| *k == key).map(|(_, s)| *s));
+    /// The generation as sorted `(key, seq)` records (on the writer's thread).
+    fn records(&self) -> Vec<(u64, Seq)> {
+        let mut records: Vec<(u64, Seq)> = self.entries.iter().map(|(k, r)| (*k, r.known.seq)).collect();
+        records.sort_unstable();
+        records
     }
 }
 
@@ -508,10 +633,12 @@ impl Writer {
         self.out.send((Arc::new(set), self.merges)).is_ok()
     }
 
-    fn run(mut self, rx: Receiver<Arc<Frozen>>) -> Result<(), String> {
+    fn run(mut self, rx: Receiver<Arc<Generation>>) -> Result<(), String> {
         while let Ok(frozen) = rx.recv() {
-            let records = frozen.records.iter().map(|r| Ok(*r));
+            let records = frozen.records();
             let range = (frozen.seq_from, frozen.seq_through, 0);
+            drop(frozen);
+            let records = records.into_iter().map(Ok);
             let written = write_run(&self.dir, self.key_check, range, records, &self.stop);
             let Some(run) =
                 written.map_err(|e| format!("writing a bmi run in {}: {e}", self.dir.display()))?
@@ -604,18 +731,21 @@ impl<I: Iterator<Item = io::Result<(u64, Seq)>>> Iterator for Merge<I> {
 /// The index the sequencer thread owns (see the module documentation).
 pub struct BmiIndex {
     journal_dir: PathBuf,
+    /// Reads a run's candidate back from the journal.
+    entries: EntryReader,
     key: [u64; 2],
     config: BmiIndexConfig,
     filter: Filter,
     current: Generation,
     previous: Generation,
-    /// Generations handed to the writer, newest last, until its run set covers them.
-    frozen: Vec<Arc<Frozen>>,
+    /// Generations handed to the writer, newest last, until its run set covers them: searched
+    /// like the recent ones meanwhile.
+    frozen: Vec<Arc<Generation>>,
     runs: Arc<RunSet>,
     /// The journal writer's progress: entries up to here are in the journal files, where a
     /// run's candidate can be read back. A generation leaves memory only once it is.
     seq_written: Arc<AtomicU64>,
-    to_writer: Option<Sender<Arc<Frozen>>>,
+    to_writer: Option<Sender<Arc<Generation>>>,
     from_writer: Receiver<(Arc<RunSet>, u64)>,
     writer: Option<JoinHandle<Result<(), String>>>,
     stop: Arc<AtomicBool>,
@@ -659,12 +789,6 @@ fn load_or_make_key(dir: &Path) -> Result<[u64; 2], BmiIndexError> {
     Ok([half(&k[..8]), half(&k[8..])])
 }
 
-/// Room for a generation and the few batches it may grow by while the journal writer catches up
-/// (see [`BmiIndex::record`]), without a rehash on the hot path.
-fn map_capacity(recent_entries: usize) -> usize {
-    recent_entries + recent_entries / 6
-}
-
 /// Parses `run-FROM-THROUGH.bmi`.
 fn parse_run_name(name: &str) -> Option<(Seq, Seq)> {
     let rest = name.strip_prefix("run-")?.strip_suffix(".bmi")?;
@@ -692,7 +816,7 @@ impl BmiIndex {
         let runs = load_runs(&dir, key_check(key), journal_seq_last, &mut filter, &mut stats)?;
         let through = runs.last().map_or(0, |r| r.seq_through);
         let stop = Arc::new(AtomicBool::new(false));
-        let (to_writer, writer_rx) = bounded::<Arc<Frozen>>(crate::limits::BMI_FROZEN_QUEUE);
+        let (to_writer, writer_rx) = bounded::<Arc<Generation>>(crate::limits::BMI_FROZEN_QUEUE);
         let (writer_tx, from_writer) = bounded(crate::limits::BMI_FROZEN_QUEUE);
         let writer = Writer {
             dir,
@@ -709,10 +833,11 @@ impl BmiIndex {
             .map_err(|e| BmiIndexError::Broken(format!("cannot start the bmi index writer: {e}")))?;
         let mut index = BmiIndex {
             journal_dir: journal_dir.to_path_buf(),
+            entries: EntryReader::new(journal_dir),
             key,
             config,
             filter,
-            current: Generation::new(through + 1, map_capacity(config.recent_entries)),
+            current: Generation::new(through + 1, config.recent_entries),
             previous: Generation::new(through + 1, 0),
             frozen: Vec::new(),
             runs: Arc::new(RunSet { runs, seq_through: through }),
@@ -768,20 +893,25 @@ impl BmiIndex {
     /// before (the first entry), if anything.
     pub fn resolve(&mut self, commands: &[Command], out: &mut Vec<Lookup>) -> Result<(), BmiIndexError> {
         self.absorb();
-        for c in commands {
+        let first = out.len();
+        out.extend(
+            commands
+                .iter()
+                .map(|c| Lookup { key: if c.bmi.is_none() { 0 } else { self.key_of(&c.bmi) }, known: None }),
+        );
+        for (i, c) in commands.iter().enumerate() {
+            if let Some(ahead) = out.get(first + i + PREFETCH_AHEAD) {
+                self.filter.prefetch(ahead.key);
+            }
             if c.bmi.is_none() {
-                out.push(Lookup { key: 0, known: None });
                 continue;
             }
-            let key = self.key_of(&c.bmi);
+            let key = out[first + i].key;
             self.stats.lookups += 1;
-            let known = if self.filter.contains(key) {
+            if self.filter.contains(key) {
                 self.stats.filter_positives += 1;
-                self.find(key, &c.bmi)?
-            } else {
-                None
-            };
-            out.push(Lookup { key, known });
+                out[first + i].known = self.find(key, &c.bmi)?;
+            }
         }
         Ok(())
     }
@@ -793,11 +923,12 @@ impl BmiIndex {
             self.stats.recent_hits += 1;
             return Ok(Some(k));
         }
+        if let Some(k) = self.frozen.iter().rev().find_map(|f| f.get(key, bmi)) {
+            self.stats.recent_hits += 1;
+            return Ok(Some(k));
+        }
         let mut candidates = std::mem::take(&mut self.candidates);
         candidates.clear();
-        for f in self.frozen.iter().rev() {
-            f.candidates(key, &mut candidates);
-        }
         let runs = Arc::clone(&self.runs);
         for r in runs.runs.iter().rev() {
             let reads = r.candidates(key, &mut candidates, &mut self.block).map_err(io_err(&r.path))?;
@@ -807,7 +938,7 @@ impl BmiIndex {
         let mut found = None;
         for &seq in &candidates {
             self.stats.journal_reads += 1;
-            let Some(entry) = journal::read_entry(&self.journal_dir, seq)? else {
+            let Some(entry) = self.entries.read(seq)? else {
                 return Err(BmiIndexError::Broken(format!(
                     "the index holds seq {seq} but the journal has no such entry"
                 )));
@@ -827,7 +958,11 @@ impl BmiIndex {
     /// writer is [`crate::limits::BMI_FROZEN_QUEUE`] generations behind: back-pressure).
     pub fn record(&mut self, entries: &[Entry], keys: &[u64]) -> Result<(), BmiIndexError> {
         assert_eq!(entries.len(), keys.len(), "one key per entry");
-        for (e, &key) in entries.iter().zip(keys) {
+        for (i, (e, &key)) in entries.iter().zip(keys).enumerate() {
+            if let Some(&ahead) = keys.get(i + PREFETCH_AHEAD) {
+                self.filter.prefetch(ahead);
+                self.current.prefetch(ahead);
+            }
             if e.bmi.is_none() {
                 continue;
             }
@@ -845,13 +980,13 @@ impl BmiIndex {
     /// The previous generation goes to disk; the current one becomes the previous.
     fn rotate(&mut self) -> Result<(), BmiIndexError> {
         let from = self.current.seq_through + 1;
-        let fresh = Generation::new(from, map_capacity(self.config.recent_entries));
+        let fresh = Generation::new(from, self.config.recent_entries);
         let previous = std::mem::replace(&mut self.previous, std::mem::replace(&mut self.current, fresh));
         if previous.len() == 0 {
             return Ok(());
         }
-        let frozen = Arc::new(previous.freeze());
-        drop(previous);
+        // Sorted and written by the writer; searched here until its run is in the run set.
+        let frozen = Arc::new(previous);
         self.frozen.push(Arc::clone(&frozen));
         let sent = self.to_writer.as_ref().is_some_and(|tx| tx.send(frozen).is_ok());
         if !sent {

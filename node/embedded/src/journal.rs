@@ -34,7 +34,7 @@
 //! journal (and the other way round: a replaced journal disk is filled from the mirror).
 //!
 //! [`inspect`] runs the same checks without writing a byte (`rtgs verify`); [`JournalReader`]
-//! replays from any seq; [`read_entry`] fetches one entry by seq (the `bmi` index's check).
+//! replays from any seq; [`EntryReader`] fetches single entries by seq (the `bmi` index's check).
 
 use rtgs_core::codec::{self, CodecError, DurableMark, FRAME_HEADER_BYTES, MARK_FRAME_BYTES, VERSION_MARK};
 use rtgs_core::entry::{Entry, Seq};
@@ -992,53 +992,99 @@ impl JournalReader {
     }
 }
 
-/// Fetches the entry at `seq` (durable, or at least written) by hopping from frame header to
-/// frame header in its segment: a few hundred small reads, then one frame. For rare look-ups
-/// (the `bmi` index checking an old `bmi`), not for replay.
-pub fn read_entry(dir: &Path, seq: Seq) -> Result<Option<Entry>, JournalError> {
-    let segs = segments(dir)?;
-    let Some((_, path)) = segs.iter().rev().find(|(first, _)| *first <= seq) else {
-        return Ok(None);
-    };
-    let file = File::open(path).map_err(io_err(path))?;
-    let len = file.metadata().map_err(io_err(path))?.len();
-    let mut head = [0u8; FRAME_HEADER_BYTES + 13];
-    let mut at = 0u64;
-    while at + head.len() as u64 <= len {
-        file.read_exact_at(&mut head, at).map_err(io_err(path))?;
-        let body_len = u64::from(u32::from_le_bytes([head[0], head[1], head[2], head[3]]));
-        let total = FRAME_HEADER_BYTES as u64 + body_len;
-        if head[FRAME_HEADER_BYTES] == 1 {
-            let c = &head[FRAME_HEADER_BYTES + 1..FRAME_HEADER_BYTES + 5];
-            let count = u64::from(u32::from_le_bytes([c[0], c[1], c[2], c[3]]));
-            let f = &head[FRAME_HEADER_BYTES + 5..];
-            let first = u64::from_le_bytes([f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7]]);
-            if first <= seq && seq < first.saturating_add(count) {
-                let mut frame = Vec::new();
-                let found = read_frame(&file, len, at, &mut frame).map_err(io_err(path))?;
-                let mut entries = Vec::new();
-                let decoded = match found {
-                    Found::Entries { .. } => {
-                        codec::decode_frame(&frame, &mut entries).map_err(|e| e.to_string())
-                    }
-                    other => Err(other.describe()),
-                };
-                decoded.map_err(|reason| JournalError::Corrupt {
-                    path: path.clone(),
-                    offset: at,
-                    seqs: format!("seqs {first}..{}", first + count),
-                    reason,
-                    advice: ADVICE_NO_MIRROR.into(),
-                })?;
-                return Ok(entries.into_iter().find(|e| e.seq == seq));
+/// Fetches single entries by seq (the `bmi` index confirming an old `bmi`): finds the frame by
+/// hopping from frame header to frame header, remembering every frame it passed (a few
+/// thousand per segment, 24 bytes each), then checks that frame and parses it only as far as the
+/// entry. For rare look-ups, not for replay.
+pub struct EntryReader {
+    dir: PathBuf,
+    segments: Vec<SegmentFrames>,
+}
+
+/// What an [`EntryReader`] learnt of one segment.
+struct SegmentFrames {
+    seq_first: Seq,
+    path: PathBuf,
+    file: File,
+    /// `(first seq, entries, offset)` of each entries frame passed so far, in order.
+    frames: Vec<(Seq, u64, u64)>,
+    /// Where the hop stopped (the next frame header, or the end of what was written).
+    hopped_to: u64,
+}
+
+impl SegmentFrames {
+    /// Hops on until the frame holding `seq` is known (or the segment's written end).
+    fn hop_to(&mut self, seq: Seq) -> Result<(), JournalError> {
+        let len = self.file.metadata().map_err(io_err(&self.path))?.len();
+        let mut head = [0u8; FRAME_HEADER_BYTES + 13];
+        while self.frames.last().is_none_or(|&(first, count, _)| first + count <= seq)
+            && self.hopped_to + head.len() as u64 <= len
+        {
+            let at = self.hopped_to;
+            self.file.read_exact_at(&mut head, at).map_err(io_err(&self.path))?;
+            let body_len = u64::from(u32::from_le_bytes([head[0], head[1], head[2], head[3]]));
+            if head[FRAME_HEADER_BYTES] == 1 {
+                let c = &head[FRAME_HEADER_BYTES + 1..FRAME_HEADER_BYTES + 5];
+                let f = &head[FRAME_HEADER_BYTES + 5..];
+                let count = u64::from(u32::from_le_bytes([c[0], c[1], c[2], c[3]]));
+                let first = u64::from_le_bytes([f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7]]);
+                self.frames.push((first, count, at));
             }
-            if first > seq {
-                return Ok(None);
-            }
+            self.hopped_to = at + FRAME_HEADER_BYTES as u64 + body_len;
         }
-        at += total;
+        Ok(())
     }
-    Ok(None)
+}
+
+impl EntryReader {
+    pub fn new(dir: &Path) -> EntryReader {
+        EntryReader { dir: dir.to_path_buf(), segments: Vec::new() }
+    }
+
+    /// The entry at `seq`, if the journal holds it.
+    pub fn read(&mut self, seq: Seq) -> Result<Option<Entry>, JournalError> {
+        if self.segments.last().is_none_or(|s| s.seq_first <= seq) {
+            // A segment may have been added since.
+            for (seq_first, path) in segments(&self.dir)? {
+                if self.segments.iter().all(|s| s.seq_first != seq_first) {
+                    let file = File::open(&path).map_err(io_err(&path))?;
+                    self.segments.push(SegmentFrames {
+                        seq_first,
+                        path,
+                        file,
+                        frames: Vec::new(),
+                        hopped_to: 0,
+                    });
+                }
+            }
+            self.segments.sort_by_key(|s| s.seq_first);
+        }
+        let Some(seg) = self.segments.iter_mut().rev().find(|s| s.seq_first <= seq) else {
+            return Ok(None);
+        };
+        seg.hop_to(seq)?;
+        let k = seg.frames.partition_point(|&(first, _, _)| first <= seq);
+        let Some(&(first, count, at)) = k.checked_sub(1).and_then(|k| seg.frames.get(k)) else {
+            return Ok(None);
+        };
+        if seq >= first + count {
+            return Ok(None);
+        }
+        let len = seg.file.metadata().map_err(io_err(&seg.path))?.len();
+        let mut frame = Vec::new();
+        let found = read_frame(&seg.file, len, at, &mut frame).map_err(io_err(&seg.path))?;
+        let entry = match found {
+            Found::Entries { .. } => codec::decode_frame_entry(&frame, seq).map_err(|e| e.to_string()),
+            other => Err(other.describe()),
+        };
+        entry.map_err(|reason| JournalError::Corrupt {
+            path: seg.path.clone(),
+            offset: at,
+            seqs: format!("seqs {first}..{}", first + count),
+            reason,
+            advice: ADVICE_NO_MIRROR.into(),
+        })
+    }
 }
 
 #[cfg(test)]

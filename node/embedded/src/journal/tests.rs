@@ -74,10 +74,11 @@ fn append_rotate_reopen_and_read_from_any_seq() {
     assert_eq!(read_all(&dir, 1), (1..=30).collect::<Vec<_>>());
     assert_eq!(read_all(&dir, 17), (17..=30).collect::<Vec<_>>());
     assert_eq!(read_all(&dir, 31), Vec::<Seq>::new());
-    for seq in [1, 2, 16, 30] {
-        assert_eq!(ok(read_entry(&dir, seq)).map(|e| e.seq), Some(seq));
+    let mut entries = EntryReader::new(&dir);
+    for seq in [16, 1, 2, 30, 17] {
+        assert_eq!(ok(entries.read(seq)), Some(tick(seq)));
     }
-    assert_eq!(ok(read_entry(&dir, 31)), None);
+    assert_eq!(ok(entries.read(31)), None);
     let _ = fs::remove_dir_all(&dir);
 }
 
