@@ -318,6 +318,11 @@ mod tests {
         }
     }
 
+    /// A sequencer at `center`/`epoch` over an empty journal, its index, entry and answer lists.
+    fn fresh(center: u8, epoch: u32) -> (Sequencer, MemoryIndex, Vec<Entry>, Vec<Admission>) {
+        (Sequencer::new(CenterId(center), epoch), MemoryIndex::default(), Vec::new(), Vec::new())
+    }
+
     /// The driver's part, as the simulator does it: look the batch up, sequence, remember.
     fn step(
         s: &mut Sequencer,
@@ -336,8 +341,7 @@ mod tests {
 
     #[test]
     fn stamps_gap_free_seqs_epoch_and_time() {
-        let (mut s, mut index) = (Sequencer::new(CenterId(1), 3), MemoryIndex::default());
-        let (mut e, mut a) = (Vec::new(), Vec::new());
+        let (mut s, mut index, mut e, mut a) = fresh(1, 3);
         step(&mut s, &mut index, 100, vec![transfer("A", 1), transfer("B", 1)], &mut e, &mut a);
         step(&mut s, &mut index, 50, vec![transfer("C", 1)], &mut e, &mut a);
         let seqs: Vec<_> = e.iter().map(|e| e.seq).collect();
@@ -350,8 +354,7 @@ mod tests {
 
     #[test]
     fn duplicate_bmi_same_content_gets_original_seq_different_content_conflicts() {
-        let (mut s, mut index) = (Sequencer::new(CenterId(1), 1), MemoryIndex::default());
-        let (mut e, mut a) = (Vec::new(), Vec::new());
+        let (mut s, mut index, mut e, mut a) = fresh(1, 1);
         // Within one batch (found by the sequencer itself) ...
         step(
             &mut s,
@@ -376,8 +379,7 @@ mod tests {
     /// window of its own, the index answers for every age.
     #[test]
     fn a_retry_of_any_age_gets_the_original_seq() {
-        let (mut s, mut index) = (Sequencer::new(CenterId(1), 1), MemoryIndex::default());
-        let (mut e, mut a) = (Vec::new(), Vec::new());
+        let (mut s, mut index, mut e, mut a) = fresh(1, 1);
         step(&mut s, &mut index, 1, vec![transfer("FIRST", 7)], &mut e, &mut a);
         for chunk in 0..200u64 {
             let batch = (0..1_000).map(|i| transfer(&format!("N{chunk}-{i}"), 1)).collect();
@@ -453,8 +455,7 @@ mod tests {
 
     #[test]
     fn tick_only_when_idle() {
-        let (mut s, mut index) = (Sequencer::new(CenterId(3), 1), MemoryIndex::default());
-        let (mut e, mut a) = (Vec::new(), Vec::new());
+        let (mut s, mut index, mut e, mut a) = fresh(3, 1);
         step(&mut s, &mut index, 10, vec![transfer("A", 5)], &mut e, &mut a);
         assert_eq!(s.poll_tick(10 + TICK_INTERVAL_US - 1), None);
         let t = s.poll_tick(10 + TICK_INTERVAL_US);
@@ -464,8 +465,7 @@ mod tests {
 
     #[test]
     fn retries_and_empty_batches_do_not_hold_back_the_tick() {
-        let (mut s, mut index) = (Sequencer::new(CenterId(1), 1), MemoryIndex::default());
-        let (mut e, mut a) = (Vec::new(), Vec::new());
+        let (mut s, mut index, mut e, mut a) = fresh(1, 1);
         step(&mut s, &mut index, 10, vec![transfer("A", 5)], &mut e, &mut a);
         for t in 1..20u64 {
             step(&mut s, &mut index, 10 + t * TICK_INTERVAL_US / 10, vec![transfer("A", 5)], &mut e, &mut a);
@@ -477,8 +477,7 @@ mod tests {
 
     #[test]
     fn recovery_restores_seq_and_the_index_the_answers_and_epoch_must_rise() {
-        let (mut s, mut index) = (Sequencer::new(CenterId(1), 1), MemoryIndex::default());
-        let (mut e, mut a) = (Vec::new(), Vec::new());
+        let (mut s, mut index, mut e, mut a) = fresh(1, 1);
         step(&mut s, &mut index, 1, vec![transfer("A", 5), transfer("B", 5)], &mut e, &mut a);
         let (mut t, mut rebuilt) = (Sequencer::new(CenterId(2), 0), MemoryIndex::default());
         for entry in &e {

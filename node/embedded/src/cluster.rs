@@ -536,39 +536,31 @@ impl Cluster {
         self.submitter = None;
         while self.events.recv().is_ok() {}
         let mut errors = Vec::new();
-        fn join(errors: &mut Vec<String>, name: &str, r: std::thread::Result<Result<(), String>>) {
+        /// A thread's result, its failure noted in `errors`.
+        fn join<T>(
+            errors: &mut Vec<String>,
+            name: &str,
+            r: std::thread::Result<Result<T, String>>,
+        ) -> Option<T> {
             match r {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => errors.push(format!("{name}: {e}")),
-                Err(_) => errors.push(format!("{name}: thread panicked")),
+                Ok(Ok(value)) => Some(value),
+                Ok(Err(e)) => {
+                    errors.push(format!("{name}: {e}"));
+                    None
+                }
+                Err(_) => {
+                    errors.push(format!("{name}: thread panicked"));
+                    None
+                }
             }
         }
         if let Some(r) = adapter_result {
             join(&mut errors, "adapter", r);
         }
-        let mut bmi_index = BmiIndexStats::default();
-        if let Some(h) = self.sequencer.take() {
-            join(
-                &mut errors,
-                "sequencer",
-                h.join().map(|r| {
-                    r.map(|stats| {
-                        bmi_index = stats;
-                    })
-                }),
-            );
-        }
+        let bmi_index = self.sequencer.take().and_then(|h| join(&mut errors, "sequencer", h.join()));
         let mut journal_seq_last = self.recovery.journal.seq_last;
-        if let Some(h) = self.writer.take() {
-            join(
-                &mut errors,
-                "journal",
-                h.join().map(|r| {
-                    r.map(|s| {
-                        journal_seq_last = s;
-                    })
-                }),
-            );
+        if let Some(s) = self.writer.take().and_then(|h| join(&mut errors, "journal", h.join())) {
+            journal_seq_last = s;
         }
         let mut centers = Vec::new();
         for (i, h) in self.centers.drain(..).enumerate() {
@@ -581,7 +573,7 @@ impl Cluster {
         if let Some(h) = self.checkpointer.take() {
             join(&mut errors, "checkpointer", h.join());
         }
-        ClusterReport { centers, journal_seq_last, bmi_index, errors }
+        ClusterReport { centers, journal_seq_last, bmi_index: bmi_index.unwrap_or_default(), errors }
     }
 }
 

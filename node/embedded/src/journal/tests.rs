@@ -16,6 +16,21 @@ fn ok<T, E: std::fmt::Display>(r: Result<T, E>) -> T {
     r.unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// A cleanly stopped journal: groups of ticks, each synced, then sealed.
+fn sealed(dir: &Path, segment_bytes_max: u64, groups: &[(Seq, Seq)]) {
+    let (mut j, _) = ok(Journal::open(dir, segment_bytes_max));
+    for &(first, last) in groups {
+        ok(j.append(&frame(first..=last), first, last));
+        ok(j.sync());
+    }
+    assert_eq!(ok(j.seal()), groups.last().map_or(0, |g| g.1), "sealed: everything marked");
+}
+
+/// `n` groups of three seqs.
+fn threes(n: u64) -> Vec<(Seq, Seq)> {
+    (0..n).map(|k| (k * 3 + 1, k * 3 + 3)).collect()
+}
+
 fn read_all(dir: &Path, from: Seq) -> Vec<Seq> {
     let mut r = ok(JournalReader::open(dir, from));
     let mut out = Vec::new();
@@ -53,17 +68,53 @@ fn two_groups(dir: &Path, mirror: Option<&Path>) -> (u64, u64) {
     (a.len() as u64, b.len() as u64)
 }
 
+/// [`two_groups`] in a fresh directory `name`, without a mirror: the directory, its segment and
+/// the two frames' lengths.
+fn two_groups_in(name: &str) -> (PathBuf, PathBuf, u64, u64) {
+    let dir = tempdir(name);
+    let (a, b) = two_groups(&dir, None);
+    let seg = last_segment(&dir);
+    (dir, seg, a, b)
+}
+
+/// [`two_groups`] with a mirror, in fresh directories named after `name`.
+struct Mirrored {
+    dir: PathBuf,
+    mirror: PathBuf,
+    seg: PathBuf,
+    mseg: PathBuf,
+    a: u64,
+    b: u64,
+}
+
+impl Mirrored {
+    fn new(name: &str) -> Mirrored {
+        let (dir, mirror) = (tempdir(&format!("{name}-journal")), tempdir(&format!("{name}-mirror")));
+        let (a, b) = two_groups(&dir, Some(&mirror));
+        let (seg, mseg) = (last_segment(&dir), last_segment(&mirror));
+        Mirrored { dir, mirror, seg, mseg, a, b }
+    }
+
+    fn options(&self) -> JournalOpen {
+        JournalOpen { mirror: Some(self.mirror.clone()), ..JournalOpen::new(1 << 20) }
+    }
+}
+
+impl Drop for Mirrored {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.dir);
+        let _ = fs::remove_dir_all(&self.mirror);
+    }
+}
+
+fn set_len(path: &Path, len: u64) {
+    ok(ok(OpenOptions::new().write(true).open(path)).set_len(len));
+}
+
 #[test]
 fn append_rotate_reopen_and_read_from_any_seq() {
     let dir = tempdir("rotate");
-    let (mut j, tail) = ok(Journal::open(&dir, 100));
-    assert_eq!(tail.seq_last, 0);
-    for k in 0..10u64 {
-        ok(j.append(&frame(k * 3 + 1..=k * 3 + 3), k * 3 + 1, k * 3 + 3));
-        ok(j.sync());
-    }
-    assert_eq!(ok(j.seal()), 30, "sealed: everything marked");
-    drop(j);
+    sealed(&dir, 100, &threes(10));
     assert!(ok(segments(&dir)).len() > 1, "rotated");
     let (j, tail) = ok(Journal::open(&dir, 100));
     assert_eq!(
@@ -125,9 +176,7 @@ fn torn_tail_is_cut_and_appends_continue() {
 /// that group was never published (its mark was not durable), so it is a torn tail.
 #[test]
 fn a_bad_frame_past_the_durable_end_with_nothing_after_it_is_cut() {
-    let dir = tempdir("past-end");
-    let (a, b) = two_groups(&dir, None);
-    let seg = last_segment(&dir);
+    let (dir, seg, a, b) = two_groups_in("past-end");
     flip(&seg, a + MARK_FRAME_BYTES as u64 + b - 1);
     let (_, tail) = ok(Journal::open(&dir, 1 << 20));
     assert_eq!((tail.seq_last, tail.truncated_bytes, tail.seq_durable), (5, b, 5));
@@ -138,9 +187,7 @@ fn a_bad_frame_past_the_durable_end_with_nothing_after_it_is_cut() {
 /// A flipped bit before the durable end: refused, the file and offset named, nothing changed.
 #[test]
 fn a_bad_frame_before_the_durable_end_is_corruption_and_nothing_is_cut() {
-    let dir = tempdir("before-end");
-    let (a, _) = two_groups(&dir, None);
-    let seg = last_segment(&dir);
+    let (dir, seg, a, _) = two_groups_in("before-end");
     flip(&seg, 20);
     let before = ok(fs::read(&seg));
     match Journal::open(&dir, 1 << 20) {
@@ -154,12 +201,7 @@ fn a_bad_frame_before_the_durable_end_is_corruption_and_nothing_is_cut() {
     assert_eq!(ok(fs::read(&seg)), before, "not a byte changed");
     // The same in the second group of a sealed journal: followed by its own durable mark.
     let dir2 = tempdir("before-end-2");
-    let (mut j, _) = ok(Journal::open(&dir2, 1 << 20));
-    ok(j.append(&frame(1..=5), 1, 5));
-    ok(j.sync());
-    ok(j.append(&frame(6..=9), 6, 9));
-    ok(j.seal());
-    drop(j);
+    sealed(&dir2, 1 << 20, &[(1, 5), (6, 9)]);
     let seg2 = last_segment(&dir2);
     flip(&seg2, a + MARK_FRAME_BYTES as u64 + 30);
     assert!(matches!(Journal::open(&dir2, 1 << 20), Err(JournalError::Corrupt { .. })));
@@ -170,10 +212,7 @@ fn a_bad_frame_before_the_durable_end_is_corruption_and_nothing_is_cut() {
 #[test]
 fn a_damaged_last_mark_alone_is_cut_and_its_frames_stay() {
     let dir = tempdir("last-mark");
-    let (mut j, _) = ok(Journal::open(&dir, 1 << 20));
-    ok(j.append(&frame(1..=5), 1, 5));
-    ok(j.seal());
-    drop(j);
+    sealed(&dir, 1 << 20, &[(1, 5)]);
     let seg = last_segment(&dir);
     let len = ok(fs::metadata(&seg)).len();
     flip(&seg, len - 2);
@@ -186,13 +225,7 @@ fn a_damaged_last_mark_alone_is_cut_and_its_frames_stay() {
 #[test]
 fn a_bad_frame_in_a_sealed_segment_is_corruption() {
     let dir = tempdir("sealed");
-    let (mut j, _) = ok(Journal::open(&dir, 100));
-    for k in 0..6u64 {
-        ok(j.append(&frame(k * 3 + 1..=k * 3 + 3), k * 3 + 1, k * 3 + 3));
-        ok(j.sync());
-    }
-    ok(j.seal());
-    drop(j);
+    sealed(&dir, 100, &threes(6));
     let first = ok(segments(&dir))[0].1.clone();
     let len = ok(fs::metadata(&first)).len();
     // The very end of a sealed segment (its last mark): still corruption, never a tail.
@@ -204,10 +237,7 @@ fn a_bad_frame_in_a_sealed_segment_is_corruption() {
 #[test]
 fn a_seq_discontinuity_refuses_to_start() {
     let dir = tempdir("discontinuity");
-    let (mut j, _) = ok(Journal::open(&dir, 1 << 20));
-    ok(j.append(&frame(1..=2), 1, 2));
-    ok(j.seal());
-    drop(j);
+    sealed(&dir, 1 << 20, &[(1, 2)]);
     let path = last_segment(&dir);
     let mut f = ok(OpenOptions::new().append(true).open(&path));
     ok(f.write_all(&frame(5..=5)));
@@ -221,9 +251,7 @@ fn a_seq_discontinuity_refuses_to_start() {
 
 #[test]
 fn a_cut_below_what_a_center_applied_is_refused() {
-    let dir = tempdir("floor");
-    let (_, b) = two_groups(&dir, None);
-    let seg = last_segment(&dir);
+    let (dir, seg, _, b) = two_groups_in("floor");
     let len = ok(fs::metadata(&seg)).len();
     flip(&seg, len - b + 10);
     let mut options = JournalOpen::new(1 << 20);
@@ -238,46 +266,34 @@ fn a_cut_below_what_a_center_applied_is_refused() {
 
 #[test]
 fn a_mirror_repairs_a_bad_frame_in_either_copy_and_refuses_both() {
-    let (dir, mirror) = (tempdir("m-journal"), tempdir("m-mirror"));
-    let (a, _) = two_groups(&dir, Some(&mirror));
-    let (seg, mseg) = (last_segment(&dir), last_segment(&mirror));
-    assert_eq!(ok(fs::read(&seg)), ok(fs::read(&mseg)), "identical copies");
-    let mut options = JournalOpen::new(1 << 20);
-    options.mirror = Some(mirror.clone());
-    flip(&seg, 20);
-    let (j, tail) = ok(Journal::open_with(&dir, &options));
+    let m = Mirrored::new("m");
+    let (seg, mseg) = (&m.seg, &m.mseg);
+    assert_eq!(ok(fs::read(seg)), ok(fs::read(mseg)), "identical copies");
+    flip(seg, 20);
+    let (j, tail) = ok(Journal::open_with(&m.dir, &m.options()));
     drop(j);
-    assert_eq!((tail.seq_last, tail.repaired_frames, tail.repaired_bytes), (9, 1, a));
-    assert_eq!(tail.repairs[0].path, seg);
-    assert_eq!(tail.repairs[0].offset, 0);
-    assert_eq!(ok(fs::read(&seg)), ok(fs::read(&mseg)), "repaired from the mirror");
-    flip(&mseg, 30);
-    let (j, tail) = ok(Journal::open_with(&dir, &options));
+    assert_eq!((tail.seq_last, tail.repaired_frames, tail.repaired_bytes), (9, 1, m.a));
+    assert_eq!((&tail.repairs[0].path, tail.repairs[0].offset), (seg, 0));
+    assert_eq!(ok(fs::read(seg)), ok(fs::read(mseg)), "repaired from the mirror");
+    flip(mseg, 30);
+    let (j, tail) = ok(Journal::open_with(&m.dir, &m.options()));
     drop(j);
-    assert_eq!((tail.repaired_frames, tail.repairs[0].path.clone()), (1, mseg.clone()));
-    assert_eq!(ok(fs::read(&seg)), ok(fs::read(&mseg)), "and the other way round");
-    flip(&seg, 20);
-    flip(&mseg, 21);
-    match Journal::open_with(&dir, &options) {
+    assert_eq!((tail.repaired_frames, &tail.repairs[0].path), (1, mseg));
+    assert_eq!(ok(fs::read(seg)), ok(fs::read(mseg)), "and the other way round");
+    flip(seg, 20);
+    flip(mseg, 21);
+    match Journal::open_with(&m.dir, &m.options()) {
         Err(JournalError::Corrupt { offset: 0, advice, .. }) => {
             assert!(advice.contains("Both copies"), "{advice}")
         }
         other => panic!("expected corruption, got {:?}", other.map(|(_, t)| t)),
     }
-    let _ = fs::remove_dir_all(&dir);
-    let _ = fs::remove_dir_all(&mirror);
 }
 
 #[test]
 fn a_missing_copy_is_filled_from_the_other() {
     let (dir, mirror) = (tempdir("fill-journal"), tempdir("fill-mirror"));
-    let (mut j, _) = ok(Journal::open(&dir, 100));
-    for k in 0..6u64 {
-        ok(j.append(&frame(k * 3 + 1..=k * 3 + 3), k * 3 + 1, k * 3 + 3));
-        ok(j.sync());
-    }
-    ok(j.seal());
-    drop(j);
+    sealed(&dir, 100, &threes(6));
     let mut options = JournalOpen::new(100);
     options.mirror = Some(mirror.clone());
     let (j, tail) = ok(Journal::open_with(&dir, &options));
@@ -297,60 +313,48 @@ fn a_missing_copy_is_filled_from_the_other() {
 
 #[test]
 fn torn_tails_of_both_copies_are_cut() {
-    let (dir, mirror) = (tempdir("torn2-journal"), tempdir("torn2-mirror"));
-    let (a, b) = two_groups(&dir, Some(&mirror));
-    let (seg, mseg) = (last_segment(&dir), last_segment(&mirror));
-    let keep = a + MARK_FRAME_BYTES as u64;
-    ok(ok(OpenOptions::new().write(true).open(&seg)).set_len(keep + b - 4));
-    ok(ok(OpenOptions::new().write(true).open(&mseg)).set_len(keep + 3));
-    let mut options = JournalOpen::new(1 << 20);
-    options.mirror = Some(mirror.clone());
-    let (j, tail) = ok(Journal::open_with(&dir, &options));
+    let m = Mirrored::new("torn2");
+    let keep = m.a + MARK_FRAME_BYTES as u64;
+    set_len(&m.seg, keep + m.b - 4);
+    set_len(&m.mseg, keep + 3);
+    let (j, tail) = ok(Journal::open_with(&m.dir, &m.options()));
     drop(j);
-    assert_eq!((tail.seq_last, tail.truncated_bytes, tail.repaired_frames), (5, b - 4, 0));
-    assert_eq!(ok(fs::read(&seg)), ok(fs::read(&mseg)));
-    let _ = fs::remove_dir_all(&dir);
-    let _ = fs::remove_dir_all(&mirror);
+    assert_eq!((tail.seq_last, tail.truncated_bytes, tail.repaired_frames), (5, m.b - 4, 0));
+    assert_eq!(ok(fs::read(&m.seg)), ok(fs::read(&m.mseg)));
 }
 
 /// `inspect` reports what opening would do, and changes nothing.
 #[test]
 fn inspect_changes_nothing() {
-    let (dir, mirror) = (tempdir("inspect-journal"), tempdir("inspect-mirror"));
-    let (a, b) = two_groups(&dir, Some(&mirror));
-    let (seg, mseg) = (last_segment(&dir), last_segment(&mirror));
-    flip(&seg, 20);
-    ok(ok(OpenOptions::new().write(true).open(&mseg)).set_len(a + MARK_FRAME_BYTES as u64 + b - 2));
-    let (before, mbefore) = (ok(fs::read(&seg)), ok(fs::read(&mseg)));
-    let found = ok(inspect(&dir, Some(&mirror)));
+    let m = Mirrored::new("inspect");
+    let (dir, mirror, seg, mseg) = (&m.dir, &m.mirror, &m.seg, &m.mseg);
+    flip(seg, 20);
+    set_len(mseg, m.a + MARK_FRAME_BYTES as u64 + m.b - 2);
+    let (before, mbefore) = (ok(fs::read(seg)), ok(fs::read(mseg)));
+    let found = ok(inspect(dir, Some(mirror)));
     assert_eq!((found.tail.seq_last, found.tail.repaired_frames), (9, 2), "{:?}", found.tail);
     assert_eq!(found.replay, None, "no copy of the segment is whole: a read-only replay cannot use either");
-    assert_eq!(ok(fs::read(&seg)), before);
-    assert_eq!(ok(fs::read(&mseg)), mbefore);
-    assert!(matches!(inspect(&dir, None), Err(JournalError::Corrupt { offset: 0, .. })));
-    assert_eq!(ok(fs::read(&seg)), before);
+    assert_eq!(ok(fs::read(seg)), before);
+    assert_eq!(ok(fs::read(mseg)), mbefore);
+    assert!(matches!(inspect(dir, None), Err(JournalError::Corrupt { offset: 0, .. })));
+    assert_eq!(ok(fs::read(seg)), before);
     // With a whole mirror, a read-only replay reads the mirror's copy.
-    ok(fs::copy(&seg, &mseg));
     let mut whole = before.clone();
     whole[20] ^= 0x10;
-    ok(fs::write(&mseg, &whole));
-    let found = ok(inspect(&dir, Some(&mirror)));
+    ok(fs::write(mseg, &whole));
+    let found = ok(inspect(dir, Some(mirror)));
     assert_eq!(found.replay, Some(vec![(1, mseg.clone())]));
     let mut r = ok(JournalReader::open_segments(found.replay.unwrap_or_default(), 1, found.tail.seq_last));
     let mut out = Vec::new();
     while ok(r.next_batch(&mut out)) {}
     assert_eq!(out.len(), 9);
     // A torn tail is reported, not cut.
-    let torn = tempdir("inspect-torn");
-    let (_, b2) = two_groups(&torn, None);
-    let tseg = last_segment(&torn);
+    let (torn, tseg, _, b2) = two_groups_in("inspect-torn");
     let tlen = ok(fs::metadata(&tseg)).len();
-    ok(ok(OpenOptions::new().write(true).open(&tseg)).set_len(tlen - 1));
+    set_len(&tseg, tlen - 1);
     let found = ok(inspect(&torn, None));
     assert_eq!((found.tail.seq_last, found.tail.truncated_bytes), (5, b2 - 1));
     assert_eq!(found.replay, Some(vec![(1, tseg.clone())]), "readable up to the tear");
     assert_eq!(ok(fs::metadata(&tseg)).len(), tlen - 1);
     let _ = fs::remove_dir_all(&torn);
-    let _ = fs::remove_dir_all(&dir);
-    let _ = fs::remove_dir_all(&mirror);
 }
