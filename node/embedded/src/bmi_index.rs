@@ -418,9 +418,53 @@ impl Generation {
         }
     }
 
-    /// The generation as sorted `(key, seq)` records (on the writer's thread).
+    /// The generation on its way to disk: its index and only the seqs (its entries are in the
+    /// journal by now: a candidate is checked there), a quarter of the memory.
+    fn freeze(self) -> Frozen {
+        let seqs = self.entries.iter().map(|(_, r)| r.known.seq).collect();
+        Frozen {
+            index: self.index,
+            mask: self.mask,
+            seqs,
+            seq_from: self.seq_from,
+            seq_through: self.seq_through,
+        }
+    }
+}
+
+/// A generation handed to the writer: searched here (candidates by key, checked against the
+/// journal like a run's) until its run is in the run set.
+struct Frozen {
+    index: Table<(u64, u32)>,
+    mask: usize,
+    seqs: Vec<Seq>,
+    seq_from: Seq,
+    seq_through: Seq,
+}
+
+impl Frozen {
+    fn candidates(&self, key: u64, out: &mut Vec<Seq>) {
+        let mut i = key as usize & self.mask;
+        loop {
+            let (k, at) = self.index[i];
+            if at == 0 {
+                return;
+            }
+            if k == key {
+                out.push(self.seqs[at as usize - 1]);
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+
+    /// Sorted `(key, seq)` records (on the writer's thread).
     fn records(&self) -> Vec<(u64, Seq)> {
-        let mut records: Vec<(u64, Seq)> = self.entries.iter().map(|(k, r)| (*k, r.known.seq)).collect();
+        let mut records: Vec<(u64, Seq)> = self
+            .index
+            .iter()
+            .filter(|(_, at)| *at != 0)
+            .map(|&(k, at)| (k, self.seqs[at as usize - 1]))
+            .collect();
         records.sort_unstable();
         records
     }
@@ -633,7 +677,7 @@ impl Writer {
         self.out.send((Arc::new(set), self.merges)).is_ok()
     }
 
-    fn run(mut self, rx: Receiver<Arc<Generation>>) -> Result<(), String> {
+    fn run(mut self, rx: Receiver<Arc<Frozen>>) -> Result<(), String> {
         while let Ok(frozen) = rx.recv() {
             let records = frozen.records();
             let range = (frozen.seq_from, frozen.seq_through, 0);
@@ -740,12 +784,12 @@ pub struct BmiIndex {
     previous: Generation,
     /// Generations handed to the writer, newest last, until its run set covers them: searched
     /// like the recent ones meanwhile.
-    frozen: Vec<Arc<Generation>>,
+    frozen: Vec<Arc<Frozen>>,
     runs: Arc<RunSet>,
     /// The journal writer's progress: entries up to here are in the journal files, where a
     /// run's candidate can be read back. A generation leaves memory only once it is.
     seq_written: Arc<AtomicU64>,
-    to_writer: Option<Sender<Arc<Generation>>>,
+    to_writer: Option<Sender<Arc<Frozen>>>,
     from_writer: Receiver<(Arc<RunSet>, u64)>,
     writer: Option<JoinHandle<Result<(), String>>>,
     stop: Arc<AtomicBool>,
@@ -816,7 +860,7 @@ impl BmiIndex {
         let runs = load_runs(&dir, key_check(key), journal_seq_last, &mut filter, &mut stats)?;
         let through = runs.last().map_or(0, |r| r.seq_through);
         let stop = Arc::new(AtomicBool::new(false));
-        let (to_writer, writer_rx) = bounded::<Arc<Generation>>(crate::limits::BMI_FROZEN_QUEUE);
+        let (to_writer, writer_rx) = bounded::<Arc<Frozen>>(crate::limits::BMI_FROZEN_QUEUE);
         let (writer_tx, from_writer) = bounded(crate::limits::BMI_FROZEN_QUEUE);
         let writer = Writer {
             dir,
@@ -923,12 +967,11 @@ impl BmiIndex {
             self.stats.recent_hits += 1;
             return Ok(Some(k));
         }
-        if let Some(k) = self.frozen.iter().rev().find_map(|f| f.get(key, bmi)) {
-            self.stats.recent_hits += 1;
-            return Ok(Some(k));
-        }
         let mut candidates = std::mem::take(&mut self.candidates);
         candidates.clear();
+        for f in self.frozen.iter().rev() {
+            f.candidates(key, &mut candidates);
+        }
         let runs = Arc::clone(&self.runs);
         for r in runs.runs.iter().rev() {
             let reads = r.candidates(key, &mut candidates, &mut self.block).map_err(io_err(&r.path))?;
@@ -986,7 +1029,7 @@ impl BmiIndex {
             return Ok(());
         }
         // Sorted and written by the writer; searched here until its run is in the run set.
-        let frozen = Arc::new(previous);
+        let frozen = Arc::new(previous.freeze());
         self.frozen.push(Arc::clone(&frozen));
         let sent = self.to_writer.as_ref().is_some_and(|tx| tx.send(frozen).is_ok());
         if !sent {
