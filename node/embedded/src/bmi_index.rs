@@ -7,9 +7,9 @@
 //! * **Lookup key**: SipHash-2-4 of the `bmi` under a random key kept in `bmi-index/KEY`, so no
 //!   outsider can make `bmi`s collide or hit the filter on purpose. Keys only find candidates:
 //!   equality is always decided on the `bmi` bytes, and the content is compared by the core.
-//! * **Filter** over every key ever recorded: cuckoo filters of 16-bit tags (≈ 17 bits per key,
-//!   false positives ≈ 1.2 × 10⁻⁴ per generation), each generation twice the size of the one
-//!   before. A negative — nearly every new `bmi` — ends the lookup: no map, no disk.
+//! * **Filter** over every key ever recorded: split-block Bloom filters (16 bits per key, one
+//!   cache line per look-up, false positives ≈ 10⁻³), each generation twice the size of the one
+//!   before. A negative — nearly every new `bmi` — ends the look-up: no map, no disk.
 //! * **Recent**: two generations of [`BmiIndexConfig::recent_entries`] entries held exactly in
 //!   memory (`bmi` bytes, seq, content): retries of recent payments need no I/O, and entries the
 //!   journal writer has not appended yet are only here.
@@ -27,7 +27,7 @@
 //! filter): ≈ 16 bytes per `bmi` ever sequenced.
 
 use crate::journal::{EntryReader, JournalError, JournalReader};
-use crate::limits::{BMI_FILTER_BUCKETS_FIRST, BMI_MERGE_FANOUT, BMI_RECENT_ENTRIES, BMI_RUN_BLOCK_RECORDS};
+use crate::limits::{BMI_FILTER_KEYS_FIRST, BMI_MERGE_FANOUT, BMI_RECENT_ENTRIES, BMI_RUN_BLOCK_RECORDS};
 use crossbeam_channel::{bounded, Receiver, Sender};
 use rtgs_core::entry::{Bmi, Command, Entry, Seq};
 use rtgs_core::hash::siphash24;
@@ -59,8 +59,8 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> BmiIndexError + '_ {
 pub struct BmiIndexConfig {
     /// `bmi`s per recent generation; two generations are kept exactly in memory.
     pub recent_entries: usize,
-    /// Buckets (4 tags each) of the first filter generation; a power of two.
-    pub filter_buckets_first: usize,
+    /// Keys the first filter generation holds (16 bits each); each later one holds twice as many.
+    pub filter_keys_first: usize,
     /// Runs of one tier merged into one run of the next tier.
     pub merge_fanout: usize,
 }
@@ -69,7 +69,7 @@ impl Default for BmiIndexConfig {
     fn default() -> Self {
         BmiIndexConfig {
             recent_entries: BMI_RECENT_ENTRIES,
-            filter_buckets_first: BMI_FILTER_BUCKETS_FIRST,
+            filter_keys_first: BMI_FILTER_KEYS_FIRST,
             merge_fanout: BMI_MERGE_FANOUT,
         }
     }
@@ -176,111 +176,60 @@ unsafe impl<T: Zeroable + Sync> Sync for Table<T> {}
 
 // ---- the filter ----
 
-const SLOTS: u64 = 4;
-const LANES: u64 = 0x0001_0001_0001_0001;
-const KICKS_MAX: usize = 500;
+/// Bits per key of a filter generation at capacity: ≈ 10⁻³ false positives.
+const FILTER_BITS_PER_KEY: usize = 16;
 
-fn tag_of(key: u64) -> u64 {
-    // The top 16 bits; bucket indexes use the low bits.
-    match key >> 48 {
-        0 => 1,
-        t => t,
-    }
-}
-
-fn alt_index(i: usize, tag: u64, mask: usize) -> usize {
-    (i ^ (tag.wrapping_mul(0x5bd1_e995_5bd1_e995) >> 20) as usize) & mask
-}
-
-/// Whether one of the four 16-bit lanes of `bucket` equals `tag` (0 finds a free slot).
-fn has_lane(bucket: u64, tag: u64) -> bool {
-    let x = bucket ^ tag.wrapping_mul(LANES);
-    x.wrapping_sub(LANES) & !x & (0x8000 * LANES) != 0
-}
-
-/// One generation: buckets of four 16-bit tags; tags that found no place go to the stash.
-struct CuckooGeneration {
-    buckets: Table<u64>,
-    mask: usize,
+/// One filter generation: a split-block Bloom filter (as Parquet's): blocks of eight 64-bit
+/// words, one cache line; a key sets one bit in every word of one block. One line per look-up
+/// or insert (a cuckoo filter of 16-bit tags, tried first, lies 8× less often but reads two
+/// lines: the second line cost more than the extra false positives).
+struct BloomGeneration {
+    words: Table<u64>,
+    blocks: usize,
     count: usize,
-    /// Filled to the design load, or an insertion failed: no more inserts here.
-    sealed: bool,
-    stash: Vec<(usize, u64)>,
-    prng: u64,
+    capacity: usize,
 }
 
-impl CuckooGeneration {
-    fn new(buckets: usize) -> Self {
-        let buckets = buckets.next_power_of_two().max(2);
-        CuckooGeneration {
-            buckets: Table::zeroed(buckets),
-            mask: buckets - 1,
-            count: 0,
-            sealed: false,
-            stash: Vec::new(),
-            prng: 0x9E37_79B9_7F4A_7C15,
-        }
+impl BloomGeneration {
+    fn new(capacity: usize) -> Self {
+        let blocks = (capacity * FILTER_BITS_PER_KEY / 512).max(1);
+        BloomGeneration { words: Table::zeroed(blocks * 8), blocks, count: 0, capacity }
+    }
+
+    /// The block (from the key's high bits) and the bit in each of its words (from a mix of it).
+    fn place(&self, key: u64) -> (usize, u64) {
+        let block = ((u128::from(key) * self.blocks as u128) >> 64) as usize;
+        (block * 8, rtgs_core::hash::mix64(key))
     }
 
     fn contains(&self, key: u64) -> bool {
-        let (tag, i) = (tag_of(key), key as usize & self.mask);
-        let j = alt_index(i, tag, self.mask);
-        has_lane(self.buckets[i], tag)
-            || has_lane(self.buckets[j], tag)
-            || self.stash.iter().any(|&(s, t)| t == tag && (s == i || s == j))
+        let (base, h) = self.place(key);
+        let block = &self.words[base..base + 8];
+        block.iter().enumerate().all(|(w, word)| word & (1 << ((h >> (6 * w)) & 63)) != 0)
     }
 
-    fn put(&mut self, i: usize, tag: u64) -> bool {
-        let b = self.buckets[i];
-        for lane in 0..SLOTS {
-            if (b >> (16 * lane)) & 0xffff == 0 {
-                self.buckets[i] = b | (tag << (16 * lane));
-                return true;
-            }
-        }
-        false
-    }
-
-    /// Inserts; seals the generation when it is full (95 % of its slots) or a tag found no
-    /// place (kept in the stash: nothing is ever lost).
     fn insert(&mut self, key: u64) {
-        let (mut tag, mut i) = (tag_of(key), key as usize & self.mask);
+        let (base, h) = self.place(key);
+        for (w, word) in self.words[base..base + 8].iter_mut().enumerate() {
+            *word |= 1 << ((h >> (6 * w)) & 63);
+        }
         self.count += 1;
-        if self.count * 100 >= self.buckets.len() * SLOTS as usize * 95 {
-            self.sealed = true;
-        }
-        if self.put(i, tag) || self.put(alt_index(i, tag, self.mask), tag) {
-            return;
-        }
-        for _ in 0..KICKS_MAX {
-            self.prng ^= self.prng << 13;
-            self.prng ^= self.prng >> 7;
-            self.prng ^= self.prng << 17;
-            if self.prng & 1 == 1 {
-                i = alt_index(i, tag, self.mask);
-            }
-            let lane = (self.prng >> 8) % SLOTS;
-            let victim = (self.buckets[i] >> (16 * lane)) & 0xffff;
-            self.buckets[i] = (self.buckets[i] & !(0xffff << (16 * lane))) | (tag << (16 * lane));
-            tag = victim;
-            i = alt_index(i, tag, self.mask);
-            if self.put(i, tag) {
-                return;
-            }
-        }
-        self.stash.push((i, tag));
-        self.sealed = true;
+    }
+
+    fn prefetch(&self, key: u64) {
+        prefetch(self.words.as_ptr().wrapping_add(self.place(key).0));
     }
 }
 
-/// The filter: generations, each twice the size of the one before; inserts go to the newest.
+/// The filter: generations, each holding twice the keys of the one before; inserts go to the
+/// newest, a look-up asks every one.
 struct Filter {
-    generations: Vec<CuckooGeneration>,
+    generations: Vec<BloomGeneration>,
 }
 
 impl Filter {
-    fn new(buckets_first: usize) -> Self {
-        Filter { generations: vec![CuckooGeneration::new(buckets_first)] }
+    fn new(keys_first: usize) -> Self {
+        Filter { generations: vec![BloomGeneration::new(keys_first.max(64))] }
     }
 
     fn contains(&self, key: u64) -> bool {
@@ -289,16 +238,13 @@ impl Filter {
 
     fn prefetch(&self, key: u64) {
         for g in &self.generations {
-            let (tag, i) = (tag_of(key), key as usize & g.mask);
-            prefetch(g.buckets.as_ptr().wrapping_add(i));
-            prefetch(g.buckets.as_ptr().wrapping_add(alt_index(i, tag, g.mask)));
+            g.prefetch(key);
         }
     }
 
     fn insert(&mut self, key: u64) {
-        if self.generations.last().is_none_or(|g| g.sealed) {
-            let buckets = self.generations.last().map_or(2, |g| g.buckets.len() * 2);
-            self.generations.push(CuckooGeneration::new(buckets));
+        if let Some(full) = self.generations.last().filter(|g| g.count >= g.capacity).map(|g| g.capacity) {
+            self.generations.push(BloomGeneration::new(full * 2));
         }
         if let Some(g) = self.generations.last_mut() {
             g.insert(key);
@@ -306,7 +252,7 @@ impl Filter {
     }
 
     fn bytes(&self) -> u64 {
-        self.generations.iter().map(|g| g.buckets.len() as u64 * 8).sum()
+        self.generations.iter().map(|g| g.words.len() as u64 * 8).sum()
     }
 }
 
@@ -348,11 +294,20 @@ struct Generation {
 
 impl Generation {
     fn new(seq_from: Seq, entries_max: usize) -> Self {
+        Self::reusing(seq_from, entries_max, Vec::new())
+    }
+
+    /// A generation whose entries go into `buffer` (emptied; a frozen generation's, so that
+    /// ≈ 20 MiB are not freed and allocated again at every rotation: a freed buffer lingers in
+    /// the allocator, and the peak RSS with it).
+    fn reusing(seq_from: Seq, entries_max: usize, mut buffer: Vec<(u64, Recent)>) -> Self {
         let slots = (entries_max + entries_max / 3).next_power_of_two().max(2);
+        buffer.clear();
+        buffer.reserve(entries_max);
         Generation {
             index: Table::zeroed(slots),
             mask: slots - 1,
-            entries: Vec::with_capacity(entries_max),
+            entries: buffer,
             seq_from,
             seq_through: seq_from - 1,
         }
@@ -420,15 +375,16 @@ impl Generation {
 
     /// The generation on its way to disk: its index and only the seqs (its entries are in the
     /// journal by now: a candidate is checked there), a quarter of the memory.
-    fn freeze(self) -> Frozen {
+    fn freeze(self) -> (Frozen, Vec<(u64, Recent)>) {
         let seqs = self.entries.iter().map(|(_, r)| r.known.seq).collect();
-        Frozen {
+        let frozen = Frozen {
             index: self.index,
             mask: self.mask,
             seqs,
             seq_from: self.seq_from,
             seq_through: self.seq_through,
-        }
+        };
+        (frozen, self.entries)
     }
 }
 
@@ -457,16 +413,13 @@ impl Frozen {
         }
     }
 
-    /// Sorted `(key, seq)` records (on the writer's thread).
-    fn records(&self) -> Vec<(u64, Seq)> {
-        let mut records: Vec<(u64, Seq)> = self
-            .index
-            .iter()
-            .filter(|(_, at)| *at != 0)
-            .map(|&(k, at)| (k, self.seqs[at as usize - 1]))
-            .collect();
-        records.sort_unstable();
-        records
+    /// Its `(key, seq)` records, sorted, into `out` (on the writer's thread).
+    fn records_into(&self, out: &mut Vec<(u64, Seq)>) {
+        out.clear();
+        out.extend(
+            self.index.iter().filter(|(_, at)| *at != 0).map(|&(k, at)| (k, self.seqs[at as usize - 1])),
+        );
+        out.sort_unstable();
     }
 }
 
@@ -678,11 +631,12 @@ impl Writer {
     }
 
     fn run(mut self, rx: Receiver<Arc<Frozen>>) -> Result<(), String> {
+        let mut sorted = Vec::new();
         while let Ok(frozen) = rx.recv() {
-            let records = frozen.records();
+            frozen.records_into(&mut sorted);
             let range = (frozen.seq_from, frozen.seq_through, 0);
             drop(frozen);
-            let records = records.into_iter().map(Ok);
+            let records = sorted.iter().copied().map(Ok);
             let written = write_run(&self.dir, self.key_check, range, records, &self.stop);
             let Some(run) =
                 written.map_err(|e| format!("writing a bmi run in {}: {e}", self.dir.display()))?
@@ -798,6 +752,13 @@ pub struct BmiIndex {
     block: Vec<u8>,
 }
 
+/// What [`BmiIndex::resolve`] leaves for [`BmiIndex::record`] of the same batch: the keys the
+/// filter did not rule out (it took the others already, while their buckets were in cache).
+#[must_use = "the batch's new entries go to BmiIndex::record with it"]
+pub struct Resolved {
+    positives: Vec<u64>,
+}
+
 /// A check value of the hash key, stored in every run: a run written under another key is
 /// useless (its keys say nothing) and is rebuilt.
 fn key_check(key: [u64; 2]) -> u64 {
@@ -855,7 +816,7 @@ impl BmiIndex {
         let dir = data_dir.join("bmi-index");
         fs::create_dir_all(&dir).map_err(io_err(&dir))?;
         let key = load_or_make_key(&dir)?;
-        let mut filter = Filter::new(config.filter_buckets_first);
+        let mut filter = Filter::new(config.filter_keys_first);
         let mut stats = BmiIndexStats::default();
         let runs = load_runs(&dir, key_check(key), journal_seq_last, &mut filter, &mut stats)?;
         let through = runs.last().map_or(0, |r| r.seq_through);
@@ -910,7 +871,7 @@ impl BmiIndex {
             keys.clear();
             keys.extend(entries.iter().map(|e| self.key_of(&e.bmi)));
             self.stats.replayed_at_open += entries.len() as u64;
-            self.record(&entries, &keys)?;
+            self.remember(&entries, &keys, |_| true)?;
             if entries.last().is_some_and(|e| e.seq >= until) {
                 break;
             }
@@ -935,8 +896,13 @@ impl BmiIndex {
 
     /// One [`Lookup`] per command, for the core sequencer: what was sequenced under its `bmi`
     /// before (the first entry), if anything.
-    pub fn resolve(&mut self, commands: &[Command], out: &mut Vec<Lookup>) -> Result<(), BmiIndexError> {
+    pub fn resolve(
+        &mut self,
+        commands: &[Command],
+        out: &mut Vec<Lookup>,
+    ) -> Result<Resolved, BmiIndexError> {
         self.absorb();
+        let mut resolved = Resolved { positives: Vec::new() };
         let first = out.len();
         out.extend(
             commands
@@ -954,10 +920,16 @@ impl BmiIndex {
             self.stats.lookups += 1;
             if self.filter.contains(key) {
                 self.stats.filter_positives += 1;
+                resolved.positives.push(key);
                 out[first + i].known = self.find(key, &c.bmi)?;
+            } else {
+                // Never sequenced: it will be now (or it repeats a command of this batch that
+                // will be). Into the filter while its buckets are in cache; `record` then skips
+                // it. (Were it not sequenced after all, an extra key costs false positives only.)
+                self.filter.insert(key);
             }
         }
-        Ok(())
+        Ok(resolved)
     }
 
     /// A filter positive: the recent generations, then frozen ones, then the runs (newest first),
@@ -996,20 +968,37 @@ impl BmiIndex {
         Ok(found)
     }
 
-    /// Remembers newly sequenced entries (`keys[i]`: the lookup key of `entries[i]`'s `bmi`, as
-    /// [`BmiIndex::resolve`] gave it). May hand a generation to the writer (blocking while the
-    /// writer is [`crate::limits::BMI_FROZEN_QUEUE`] generations behind: back-pressure).
-    pub fn record(&mut self, entries: &[Entry], keys: &[u64]) -> Result<(), BmiIndexError> {
+    /// Remembers the newly sequenced entries of the batch `resolved` came from (`keys[i]`: the
+    /// lookup key of `entries[i]`'s `bmi`, as [`BmiIndex::resolve`] gave it). May hand a
+    /// generation to the writer (blocking while the writer is [`crate::limits::BMI_FROZEN_QUEUE`]
+    /// generations behind: back-pressure).
+    pub fn record(
+        &mut self,
+        resolved: Resolved,
+        entries: &[Entry],
+        keys: &[u64],
+    ) -> Result<(), BmiIndexError> {
+        self.remember(entries, keys, |key| resolved.positives.contains(&key))
+    }
+
+    /// Remembers entries; `to_filter(key)`: whether the filter still lacks the key.
+    fn remember(
+        &mut self,
+        entries: &[Entry],
+        keys: &[u64],
+        to_filter: impl Fn(u64) -> bool,
+    ) -> Result<(), BmiIndexError> {
         assert_eq!(entries.len(), keys.len(), "one key per entry");
         for (i, (e, &key)) in entries.iter().zip(keys).enumerate() {
             if let Some(&ahead) = keys.get(i + PREFETCH_AHEAD) {
-                self.filter.prefetch(ahead);
                 self.current.prefetch(ahead);
             }
             if e.bmi.is_none() {
                 continue;
             }
-            self.filter.insert(key);
+            if to_filter(key) {
+                self.filter.insert(key);
+            }
             self.current.insert(key, Recent { bmi: e.bmi, known: Known::of(e) });
             if self.current.len() >= self.config.recent_entries
                 && self.previous.seq_through <= self.seq_written.load(Ordering::Acquire)
@@ -1023,13 +1012,15 @@ impl BmiIndex {
     /// The previous generation goes to disk; the current one becomes the previous.
     fn rotate(&mut self) -> Result<(), BmiIndexError> {
         let from = self.current.seq_through + 1;
-        let fresh = Generation::new(from, self.config.recent_entries);
-        let previous = std::mem::replace(&mut self.previous, std::mem::replace(&mut self.current, fresh));
-        if previous.len() == 0 {
+        let previous = std::mem::replace(&mut self.previous, Generation::new(from, 0));
+        let (frozen, buffer) = previous.freeze();
+        let fresh = Generation::reusing(from, self.config.recent_entries, buffer);
+        self.previous = std::mem::replace(&mut self.current, fresh);
+        if frozen.seqs.is_empty() {
             return Ok(());
         }
         // Sorted and written by the writer; searched here until its run is in the run set.
-        let frozen = Arc::new(previous.freeze());
+        let frozen = Arc::new(frozen);
         self.frozen.push(Arc::clone(&frozen));
         let sent = self.to_writer.as_ref().is_some_and(|tx| tx.send(frozen).is_ok());
         if !sent {

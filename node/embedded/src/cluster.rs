@@ -618,7 +618,7 @@ fn run_sequencer(
             // Every bmi ever sequenced is in the index: look the submission up, sequence it,
             // remember what was new.
             lookups.clear();
-            index.resolve(&sub.commands, &mut lookups).map_err(|e| e.to_string())?;
+            let resolved = index.resolve(&sub.commands, &mut lookups).map_err(|e| e.to_string())?;
             let before = entries.len();
             sequencer.handle_commands(now, sub.commands, &lookups, &mut entries, &mut admissions);
             new_keys.clear();
@@ -629,7 +629,7 @@ fn run_sequencer(
                     .filter(|(a, _)| matches!(a, Admission::Sequenced(_)))
                     .map(|(_, l)| l.key),
             );
-            index.record(&entries[before..], &new_keys).map_err(|e| e.to_string())?;
+            index.record(resolved, &entries[before..], &new_keys).map_err(|e| e.to_string())?;
             for ((admission, bmi), at) in admissions.iter().zip(&bmis).zip(&sub.submitted_at_us) {
                 match admission {
                     Admission::Sequenced(_) => submitted_at_us.push(*at),

@@ -28,9 +28,9 @@ pub const CHECKPOINT_INTERVAL_ENTRIES: u64 = 1 << 19;
 /// `bmi`s per recent generation of the `bmi` index (two are held exactly in memory, ≈ 25 MiB
 /// each): retries within ≈ 200,000–400,000 entries are answered without I/O.
 pub const BMI_RECENT_ENTRIES: usize = 196_608;
-/// Buckets of four 16-bit tags in the first cuckoo filter generation of the `bmi` index (32 MiB,
-/// ≈ 15.9 M `bmi`s; each later generation doubles).
-pub const BMI_FILTER_BUCKETS_FIRST: usize = 1 << 22;
+/// `bmi`s the first filter generation of the `bmi` index holds (16 bits each: 32 MiB); each later
+/// generation holds twice as many (100 M `bmi`s: three generations, 224 MiB).
+pub const BMI_FILTER_KEYS_FIRST: usize = 1 << 24;
 /// Runs of one tier merged into one run of the next tier.
 pub const BMI_MERGE_FANOUT: usize = 8;
 /// Records per block of a run file (16 bytes each: a 4 KiB block, one read per look-up).
@@ -54,6 +54,7 @@ const _: () = assert!(BATCH_ENTRIES_MAX <= GAP_BUFFER_SLOTS);
 // writer not yet appended (the write queue, the group in the writer's hands, the batch being
 // sent), so in practice the sequencer never waits for that.
 const _: () = assert!(BMI_RECENT_ENTRIES > (2 * WRITE_QUEUE_BATCHES + 1) * BATCH_ENTRIES_MAX);
-const _: () = assert!(BMI_FILTER_BUCKETS_FIRST.is_power_of_two());
+// Whole 512-bit blocks of 16 bits per key.
+const _: () = assert!((BMI_FILTER_KEYS_FIRST * 16).is_multiple_of(512));
 const _: () = assert!(BMI_MERGE_FANOUT >= 2);
 const _: () = assert!(FRAME_BODY_BYTES_TARGET * 2 < rtgs_core::limits::FRAME_BYTES_MAX);

@@ -247,7 +247,7 @@ fn a_retry_older_than_any_in_memory_window_gets_its_original_seq() {
     let mut config = ClusterConfig::new(&dir);
     config.bmi_index = rtgs_embedded::bmi_index::BmiIndexConfig {
         recent_entries: 64,
-        filter_buckets_first: 64,
+        filter_keys_first: 64,
         merge_fanout: 2,
     };
     let cluster = Cluster::start(&config).unwrap_or_else(|e| panic!("{e}"));
