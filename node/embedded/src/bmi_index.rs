@@ -327,23 +327,29 @@ struct Generation {
 
 impl Generation {
     fn new(seq_from: Seq, entries_max: usize) -> Self {
-        Self::reusing(seq_from, entries_max, Vec::new())
+        Self::reusing(seq_from, entries_max, Vec::new(), None)
     }
 
     /// A generation whose entries go into `buffer` (emptied; a frozen generation's, so that
     /// ≈ 20 MiB are not freed and allocated again at every rotation: a freed buffer lingers in
     /// the allocator, and the peak RSS with it).
-    fn reusing(seq_from: Seq, entries_max: usize, mut buffer: Vec<(u64, Recent)>) -> Self {
+    fn reusing(
+        seq_from: Seq,
+        entries_max: usize,
+        mut buffer: Vec<(u64, Recent)>,
+        spare_index: Option<Table<(u64, u32)>>,
+    ) -> Self {
         let slots = (entries_max + entries_max / 3).next_power_of_two().max(2);
         buffer.clear();
         buffer.reserve(entries_max);
-        Generation {
-            index: Table::zeroed(slots),
-            mask: slots - 1,
-            entries: buffer,
-            seq_from,
-            seq_through: seq_from - 1,
-        }
+        let index = match spare_index {
+            Some(mut t) if t.len() == slots => {
+                t.fill((0, 0));
+                t
+            }
+            _ => Table::zeroed(slots),
+        };
+        Generation { index, mask: slots - 1, entries: buffer, seq_from, seq_through: seq_from - 1 }
     }
 
     fn len(&self) -> usize {
@@ -835,6 +841,9 @@ pub struct BmiIndex {
     /// Generations handed to the writer, newest last, until its run set covers them: searched
     /// like the recent ones meanwhile.
     frozen: Vec<Arc<Frozen>>,
+    /// A covered frozen generation's index, for the next generation (allocating a fresh one at
+    /// every rotation left the freed ones lingering in the allocator: peak RSS).
+    spare_index: Option<Table<(u64, u32)>>,
     runs: Arc<RunSet>,
     /// The journal writer's progress: entries up to here are in the journal files, where a
     /// run's candidate can be read back. A generation leaves memory only once it is.
@@ -952,6 +961,7 @@ impl BmiIndex {
             current: Generation::new(through + 1, config.recent_entries),
             previous: Generation::new(through + 1, 0),
             frozen: Vec::new(),
+            spare_index: None,
             runs: Arc::new(RunSet { runs, seq_through: through, version: 0, merges: 0 }),
             seq_written,
             to_writer: Some(to_writer),
@@ -1001,7 +1011,13 @@ impl BmiIndex {
             self.runs = set;
         }
         let through = self.runs.seq_through;
-        self.frozen.retain(|f| f.seq_through > through);
+        while self.frozen.first().is_some_and(|f| f.seq_through <= through) {
+            let covered = self.frozen.remove(0);
+            // The writer is done with it (its run is in): its index serves the next generation.
+            if let Ok(f) = Arc::try_unwrap(covered) {
+                self.spare_index = Some(f.index);
+            }
+        }
     }
 
     /// One [`Lookup`] per command, for the core sequencer: what was sequenced under its `bmi`
@@ -1138,7 +1154,7 @@ impl BmiIndex {
         let from = self.current.seq_through + 1;
         let previous = std::mem::replace(&mut self.previous, Generation::new(from, 0));
         let (frozen, buffer) = previous.freeze();
-        let fresh = Generation::reusing(from, self.config.recent_entries, buffer);
+        let fresh = Generation::reusing(from, self.config.recent_entries, buffer, self.spare_index.take());
         self.previous = std::mem::replace(&mut self.current, fresh);
         if frozen.seqs.is_empty() {
             return Ok(());
