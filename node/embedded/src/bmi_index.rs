@@ -7,17 +7,19 @@
 //! * **Lookup key**: SipHash-2-4 of the `bmi` under a random key kept in `bmi-index/KEY`, so no
 //!   outsider can make `bmi`s collide or hit the filter on purpose. Keys only find candidates:
 //!   equality is always decided on the `bmi` bytes, and the content is compared by the core.
-//! * **Filter** over every key ever recorded: split-block Bloom filters (16 bits per key, one
-//!   cache line per look-up, false positives ≈ 10⁻³), each generation twice the size of the one
-//!   before. A negative — nearly every new `bmi` — ends the look-up: no map, no disk.
+//! * **Filter** over every key ever recorded: split-block Bloom filters, one cache line per
+//!   look-up, each generation twice the size of the one before (the first at 16 bits per key,
+//!   false positives ≈ 10⁻³; later ones at 10, ≈ 10⁻²), each knowing the seqs of its keys. A
+//!   negative — nearly every new `bmi` — ends the look-up: no map, no disk; a positive searches
+//!   only the runs of the seqs of the generations that said yes.
 //! * **Recent**: two generations of [`BmiIndexConfig::recent_entries`] entries held exactly in
 //!   memory (`bmi` bytes, seq, content): retries of recent payments need no I/O, and entries the
 //!   journal writer has not appended yet are only here.
 //! * **Runs**: when the current generation is full, the previous one becomes a sorted run of
 //!   `(key, seq)` pairs (16 bytes), written by a background thread to
 //!   `bmi-index/run-FROM-THROUGH.bmi` (header with a CRC of the records) and merged with its
-//!   neighbours, [`BmiIndexConfig::merge_fanout`] runs of one tier into one of the next, to keep
-//!   the runs few. In memory per run: the first key of every 4 KiB block. A key found in a run is
+//!   neighbours by another, [`BmiIndexConfig::merge_fanout`] runs of one tier into one of the
+//!   next, to keep the runs few. In memory per run: the first key of every 4 KiB block. A key found in a run is
 //!   checked against the journal: the entry at that seq is read back ([`EntryReader`])
 //!   and must carry the same `bmi`; its payload is the content the retry is compared with.
 //!

@@ -8,7 +8,7 @@
 //!   mirrored; fsync per group of batches, then a durable mark, before any center sees them; at
 //!   open every frame is checked: a torn tail (past the durable end) is cut, corruption refuses
 //!   to start, a mirror repairs one copy from the other; a read-only inspection; readers.
-//! * [`bmi_index`] — every `bmi` ever sequenced: exact recent generations, cuckoo filters, sorted
+//! * [`bmi_index`] — every `bmi` ever sequenced: exact recent generations, Bloom filters, sorted
 //!   runs on disk checked against the journal; the sequencer looks a batch up before stamping it.
 //! * [`checkpoint`] — each center's durable state (ledger + watermark, finalizer tallies,
 //!   retained acks, unannounced outcomes) in one atomically replaced file; the plugin host's
