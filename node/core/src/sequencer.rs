@@ -157,6 +157,14 @@ impl Sequencer {
         self.timestamp_last_us = self.timestamp_last_us.max(timestamp_last_us);
     }
 
+    /// Takes back the stamps from `seq_next` on: the driver could not record that batch (nothing
+    /// of it is durable or published), and sequences its commands again. Never below what is
+    /// durable: the driver's promise.
+    pub fn rewind(&mut self, seq_next: Seq) {
+        assert!(seq_next <= self.seq_next, "rewind cannot go forward: {seq_next} > {}", self.seq_next);
+        self.seq_next = seq_next;
+    }
+
     /// Takes leadership with a strictly higher epoch (fences the previous leader).
     pub fn begin_epoch(&mut self, epoch: u32) {
         assert!(epoch > self.epoch, "epoch must rise: {} -> {}", self.epoch, epoch);
@@ -451,6 +459,27 @@ mod tests {
             );
         });
         assert!(r.is_err());
+    }
+
+    /// A batch the driver could not record is stamped again from the same seq, with new answers.
+    #[test]
+    fn a_batch_not_recorded_is_sequenced_again_from_the_same_seq() {
+        let (mut s, mut index, mut e, mut a) = fresh(1, 1);
+        step(&mut s, &mut index, 1, vec![transfer("A", 5)], &mut e, &mut a);
+        let first = s.seq_next();
+        let (mut e2, mut a2) = (Vec::new(), Vec::new());
+        let none = [Lookup { key: 1, known: None }, Lookup { key: 2, known: None }];
+        s.handle_commands(2, vec![transfer("B", 1), transfer("OLD", 1)], &none, &mut e2, &mut a2);
+        assert_eq!(a2, vec![Admission::Sequenced(2), Admission::Sequenced(3)]);
+        // The store refused it (OLD was sequenced long ago, at seq 1 of another content).
+        s.rewind(first);
+        let known = Some(Known { seq: 1, content: Content::Sha256([7; 32]) });
+        let answers = [Lookup { key: 1, known: None }, Lookup { key: 2, known }];
+        let (mut e3, mut a3) = (Vec::new(), Vec::new());
+        s.handle_commands(2, vec![transfer("B", 1), transfer("OLD", 1)], &answers, &mut e3, &mut a3);
+        assert_eq!(a3, vec![Admission::Sequenced(2), Admission::Conflict(1)]);
+        assert_eq!(s.seq_next(), 3);
+        assert!(std::panic::catch_unwind(move || s.rewind(9)).is_err(), "never forward");
     }
 
     #[test]

@@ -169,6 +169,8 @@ pub struct Stats {
     pub batches_committed: AtomicU64,
     pub pg_retries: AtomicU64,
     pub malformed_inbound: AtomicU64,
+    /// Sequencer groups sequenced a second time because a `bmi` in them was sequenced before.
+    pub bmi_rounds: AtomicU64,
     pub plugins: plugins::PluginStats,
 }
 
@@ -176,7 +178,7 @@ impl Node {
     /// The status as JSON: every counter of [`Stats`] under its own name.
     fn status(&self) -> serde_json::Value {
         let s = &self.stats;
-        let counters: [(&str, &AtomicU64); 17] = [
+        let counters: [(&str, &AtomicU64); 18] = [
             ("epoch", &s.epoch),
             ("takeovers", &s.takeovers),
             ("seq_sequenced", &s.seq_sequenced),
@@ -192,6 +194,7 @@ impl Node {
             ("batches_committed", &s.batches_committed),
             ("pg_retries", &s.pg_retries),
             ("malformed_inbound", &s.malformed_inbound),
+            ("bmi_rounds", &s.bmi_rounds),
             ("reacks", &s.reacks),
             ("ack_rewinds", &s.ack_rewinds),
         ];

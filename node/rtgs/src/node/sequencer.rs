@@ -312,35 +312,29 @@ async fn lead(
             eprintln!("{}: sequencer: inbound offset {offset} is not a commands frame; dropped", node.name);
         }
     }
-    let mut entries = Vec::with_capacity(commands.len());
-    let mut admissions = Vec::with_capacity(commands.len());
-    let bmis: Vec<_> = commands.iter().map(|c| c.bmi).collect();
-    let lookups = look_up(node, store, l.hash_key, &bmis).await?;
-    l.sequencer.handle_commands(now, commands, &lookups, &mut entries, &mut admissions);
-    if entries.is_empty() && node.idle_tick {
+    // At most one outbox row per group; only the last group records the offset of the messages
+    // read, so a crash between groups makes the next leader read those messages again (their
+    // commands recorded already are then answered as retries, never sequenced twice).
+    let mut refusals: Vec<Notice> = Vec::new();
+    let mut recorded = false;
+    let groups: Vec<&[Command]> = commands.chunks(SEQUENCER_BATCH_ENTRIES_MAX).collect();
+    for (i, group) in groups.iter().enumerate() {
+        let offset = if i + 1 == groups.len() { last_offset } else { l.inbound_offset };
+        recorded |= sequence_and_record(node, store, producer, l, now, group, offset, &mut refusals).await?;
+    }
+    if !recorded && node.idle_tick {
         if let Some(tick) = l.sequencer.poll_tick(now) {
-            entries.push(tick);
+            record_and_publish(node, store, producer, l, &[tick], last_offset).await?;
+            recorded = true;
         }
     }
-    let refusals: Vec<Notice> = admissions
-        .iter()
-        .zip(&bmis)
-        .filter_map(|(a, bmi)| match a {
-            Admission::Conflict(seq) => Some(Notice { seq: *seq, status: NoticeStatus::Refused, bmi: *bmi }),
-            _ => None,
-        })
-        .collect();
     if !refusals.is_empty() {
         node.stats.refusals.fetch_add(refusals.len() as u64, Ordering::Relaxed);
         let body = wire::encode_notices(&refusals);
         // Best effort: a lost refusal is answered again on the participant's retry.
         let _ = producer.send_result(FutureRecord::<(), _>::to(&node.topics.notify).payload(&body));
     }
-    if !entries.is_empty() {
-        for chunk in entries.chunks(SEQUENCER_BATCH_ENTRIES_MAX) {
-            record_and_publish(node, store, producer, l, chunk, last_offset).await?;
-        }
-    } else if last_offset > l.inbound_offset {
+    if !recorded && last_offset > l.inbound_offset {
         // Only retries: nothing to record; re-reading them after a failover is harmless.
         l.inbound_offset = last_offset;
     }
@@ -348,6 +342,55 @@ async fn lead(
         seek(node, consumer, offset);
     }
     settle_deliveries(node, store, producer, consumer, l, false).await
+}
+
+/// Sequences one group of commands and records it; whether anything was recorded.
+///
+/// Optimistic: the group is sequenced as if every `bmi` were new — nearly all are — and the
+/// record's transaction inserts them into `sequenced_bmi` (one pass over the unique index). If
+/// one was sequenced before, nothing of the transaction stays: the group is sequenced again
+/// from the same seq with PostgreSQL's answers (the original seq, or a conflict) and recorded.
+/// A group holding a retry therefore costs a second round; a look-up before every group would
+/// cost a second pass over the index for every `bmi` (it cut the throughput to a third).
+#[allow(clippy::too_many_arguments)]
+async fn sequence_and_record(
+    node: &Node,
+    store: &SequencerStore,
+    producer: &FutureProducer,
+    l: &mut Leader,
+    now: u64,
+    group: &[Command],
+    inbound_offset: i64,
+    refusals: &mut Vec<Notice>,
+) -> anyhow::Result<bool> {
+    let bmis: Vec<Bmi> = group.iter().map(|c| c.bmi).collect();
+    let mut lookups: Vec<Lookup> =
+        bmis.iter().map(|b| Lookup { key: siphash24(l.hash_key, b.as_bytes()), known: None }).collect();
+    let seq_first = l.sequencer.seq_next();
+    let (mut entries, mut admissions) = (Vec::with_capacity(group.len()), Vec::with_capacity(group.len()));
+    for attempt in 0..2 {
+        entries.clear();
+        admissions.clear();
+        l.sequencer.handle_commands(now, group.iter().cloned(), &lookups, &mut entries, &mut admissions);
+        if entries.is_empty() {
+            break;
+        }
+        match record_and_publish(node, store, producer, l, &entries, inbound_offset).await {
+            Ok(()) => break,
+            Err(e) if attempt == 0 && matches!(e.downcast_ref(), Some(StoreError::BmiSequenced { .. })) => {
+                // Nothing of it is durable or published: those seqs are stamped again.
+                l.sequencer.rewind(seq_first);
+                lookups = look_up(node, store, l.hash_key, &bmis).await?;
+                node.stats.bmi_rounds.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    refusals.extend(admissions.iter().zip(&bmis).filter_map(|(a, bmi)| match a {
+        Admission::Conflict(seq) => Some(Notice { seq: *seq, status: NoticeStatus::Refused, bmi: *bmi }),
+        _ => None,
+    }));
+    Ok(!entries.is_empty())
 }
 
 /// What PostgreSQL knows of each of a batch's `bmi`s (one query for the batch).
