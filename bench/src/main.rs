@@ -252,90 +252,49 @@ fn bmi_index() {
     let started = Instant::now();
     let mut prng = Prng::new(11);
     let mut seq_next = 1u64;
-    let mut lookups = Vec::with_capacity(BATCH);
-    let mut keys = Vec::with_capacity(BATCH);
-    let mut frames = Vec::new();
-    // One batch through the index (and the journal) as the sequencer thread drives it.
-    let mut step = |commands: Vec<Command>, index: &mut BmiIndex, journal: &mut Journal| {
-        lookups.clear();
-        let resolved = index.resolve(&commands, &mut lookups);
-        let entries: Vec<Entry> = commands
-            .into_iter()
-            .enumerate()
-            .map(|(i, c)| Entry {
-                seq: seq_next + i as u64,
-                epoch: 1,
-                timestamp_us: 1,
-                origin: c.origin,
-                bmi: c.bmi,
-                payload: c.payload,
-            })
-            .collect();
-        keys.clear();
-        keys.extend(lookups.iter().map(|l| l.key));
-        if let Ok(resolved) = resolved {
-            let _ = index.record(resolved, &entries, &keys);
-        }
+    let (mut lookups, mut keys, mut frames) =
+        (Vec::with_capacity(BATCH), Vec::with_capacity(BATCH), Vec::new());
+    let mut n = 0u64;
+    let mut next_batch = |prng: &mut Prng| {
+        let batch: Vec<Command> = (0..BATCH as u64).map(|i| transfer_command(prng, n + i)).collect();
+        n += BATCH as u64;
+        batch
+    };
+    // The writer thread's part, never timed: the batch's entries appended to the journal.
+    let mut stamp_and_append = |batch: &[Command], journal: &mut Journal| {
+        let entries = stamped(batch, seq_next);
         frames.clear();
         codec::encode_frame(&entries, &mut frames);
-        let last = seq_next + entries.len() as u64 - 1;
-        let _ = journal.append(&frames, seq_next, last);
-        seq_next = last + 1;
+        let _ = journal.append(&frames, seq_next, seq_next + entries.len() as u64 - 1);
+        seq_next += entries.len() as u64;
+        entries
     };
-    let mut n = 0u64;
-    while n < KNOWN {
-        let batch: Vec<Command> = (0..BATCH as u64).map(|i| transfer_command(&mut prng, n + i)).collect();
-        n += BATCH as u64;
-        step(batch, &mut index, &mut journal);
+    for _ in 0..KNOWN / BATCH as u64 {
+        let batch = next_batch(&mut prng);
+        let entries = stamp_and_append(&batch, &mut journal);
+        index_step(&mut index, &batch, &entries, &mut lookups, &mut keys);
     }
     let _ = journal.seal();
     let stats = index.stats();
     println!(
         "bmi index: {} bmis known after {:.1} s ({} runs, {} merges, filter {} MiB in {} generations)",
-        n,
+        stats.lookups,
         started.elapsed().as_secs_f64(),
         stats.runs,
         stats.merges,
         stats.filter_bytes >> 20,
         stats.filter_generations
     );
-    // Timed: the sequencer thread's part only (look-up and record); the entries are made, and
-    // appended to the journal (the writer thread's part), outside the timing.
-    let mut timed_lookups = Vec::with_capacity(BATCH);
-    let mut timed_keys = Vec::with_capacity(BATCH);
+    // Timed: the sequencer thread's part only (look-up and record).
     bench_with_setup(
         "bmi index: resolve + record a new bmi (10 M known)",
         BATCH,
         || {
-            let batch: Vec<Command> = (0..BATCH as u64).map(|i| transfer_command(&mut prng, n + i)).collect();
-            n += BATCH as u64;
-            let entries: Vec<Entry> = batch
-                .iter()
-                .enumerate()
-                .map(|(i, c)| Entry {
-                    seq: seq_next + i as u64,
-                    epoch: 1,
-                    timestamp_us: 1,
-                    origin: c.origin,
-                    bmi: c.bmi,
-                    payload: c.payload.clone(),
-                })
-                .collect();
-            frames.clear();
-            codec::encode_frame(&entries, &mut frames);
-            let _ = journal.append(&frames, seq_next, seq_next + BATCH as u64 - 1);
-            seq_next += BATCH as u64;
+            let batch = next_batch(&mut prng);
+            let entries = stamp_and_append(&batch, &mut journal);
             (batch, entries)
         },
-        |(batch, entries)| {
-            timed_lookups.clear();
-            let resolved = index.resolve(&batch, &mut timed_lookups);
-            timed_keys.clear();
-            timed_keys.extend(timed_lookups.iter().map(|l| l.key));
-            if let Ok(resolved) = resolved {
-                let _ = index.record(resolved, &entries, &timed_keys);
-            }
-        },
+        |(batch, entries)| index_step(&mut index, &batch, &entries, &mut lookups, &mut keys),
     );
     let mut old = Vec::with_capacity(64);
     let mut old_prng = Prng::new(13);
@@ -366,6 +325,40 @@ fn bmi_index() {
     );
     drop(index);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The entries the sequencer makes of `commands` (all new) from `seq_first`.
+fn stamped(commands: &[Command], seq_first: u64) -> Vec<Entry> {
+    commands
+        .iter()
+        .enumerate()
+        .map(|(i, c)| Entry {
+            seq: seq_first + i as u64,
+            epoch: 1,
+            timestamp_us: 1,
+            origin: c.origin,
+            bmi: c.bmi,
+            payload: c.payload.clone(),
+        })
+        .collect()
+}
+
+/// One batch through the `bmi` index as the sequencer thread drives it: look up, then record
+/// what was sequenced.
+fn index_step(
+    index: &mut BmiIndex,
+    batch: &[Command],
+    entries: &[Entry],
+    lookups: &mut Vec<Lookup>,
+    keys: &mut Vec<u64>,
+) {
+    lookups.clear();
+    let resolved = index.resolve(batch, lookups);
+    keys.clear();
+    keys.extend(lookups.iter().map(|l| l.key));
+    if let Ok(resolved) = resolved {
+        let _ = index.record(resolved, entries, keys);
+    }
 }
 
 /// The whole embedded pipeline, fsync on: 2,000,000 transfers through three centers.
