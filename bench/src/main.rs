@@ -13,9 +13,13 @@ use rtgs_core::finalizer::Finalizer;
 use rtgs_core::gap_buffer::{gap_buffer, Insert};
 use rtgs_core::ledger::{Applied, Ledger};
 use rtgs_core::prng::Prng;
-use rtgs_core::sequencer::Sequencer;
+use rtgs_core::sequencer::{Lookup, Sequencer};
+use rtgs_embedded::bmi_index::{BmiIndex, BmiIndexConfig};
 use rtgs_embedded::cluster::{ClientEvent, Cluster, ClusterConfig};
+use rtgs_embedded::journal::Journal;
 use std::hint::black_box;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const BATCH: usize = 8_192;
@@ -89,8 +93,8 @@ fn bench_with_setup<T>(name: &str, items: usize, mut setup: impl FnMut() -> T, m
 fn main() {
     println!("{:<44} {:>17} {:>22}", "benchmark", "median", "throughput");
 
-    // Sequencer: stamp a batch of fresh transfers (dedupe window insert + entry build). Making
-    // the commands is setup, outside the timing; the window is kept full as in steady state.
+    // Sequencer: stamp a batch of fresh transfers (repeats within the batch looked for, entries
+    // built), the driver's look-ups given. Making the commands is setup, outside the timing.
     let mut prng = Prng::new(7);
     let mut seq = Sequencer::new(CenterId(1), 1);
     let mut n = 0u64;
@@ -103,17 +107,19 @@ fn main() {
             (0..BATCH)
                 .map(|_| {
                     n += 1;
-                    transfer_command(&mut prng, n)
+                    let c = transfer_command(&mut prng, n);
+                    (Lookup { key: rtgs_core::hash::bytes64(5, c.bmi.as_bytes()), known: None }, c)
                 })
-                .collect::<Vec<_>>()
+                .unzip::<_, _, Vec<_>, Vec<_>>()
         },
-        |batch| {
+        |(lookups, batch)| {
             out.clear();
             adm.clear();
-            seq.handle_commands(1, batch, &mut out, &mut adm);
+            seq.handle_commands(1, batch, &lookups, &mut out, &mut adm);
             black_box(&out);
         },
     );
+    bmi_index();
 
     let batch = entries(BATCH, 1);
     let mut buf = Vec::with_capacity(BATCH * 80);
@@ -219,6 +225,140 @@ fn main() {
     });
 
     pipeline();
+}
+
+/// The embedded `bmi` index with 10,000,000 `bmi`s known (in the journal and the index's runs):
+/// a new `bmi` (look-up and record: the hot path) and a retry of an old one (a run's block and
+/// the journal read back).
+fn bmi_index() {
+    let filter = std::env::args().nth(1).unwrap_or_default();
+    if !"bmi index".contains(&filter) && !filter.contains("bmi index") {
+        return;
+    }
+    const KNOWN: u64 = 10_000_000;
+    let dir = std::env::temp_dir().join(format!("rtgs-bench-bmi-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let Ok((mut journal, _)) = Journal::open(&dir.join("journal"), rtgs_embedded::limits::SEGMENT_BYTES_MAX)
+    else {
+        println!("bmi index: cannot open a journal in {}", dir.display());
+        return;
+    };
+    let written = Arc::new(AtomicU64::new(u64::MAX));
+    let Ok(mut index) = BmiIndex::open(&dir, &dir.join("journal"), 0, written, BmiIndexConfig::default())
+    else {
+        println!("bmi index: cannot open it in {}", dir.display());
+        return;
+    };
+    let started = Instant::now();
+    let mut prng = Prng::new(11);
+    let mut seq_next = 1u64;
+    let (mut lookups, mut keys, mut frames) =
+        (Vec::with_capacity(BATCH), Vec::with_capacity(BATCH), Vec::new());
+    let mut n = 0u64;
+    let mut next_batch = |prng: &mut Prng| {
+        let batch: Vec<Command> = (0..BATCH as u64).map(|i| transfer_command(prng, n + i)).collect();
+        n += BATCH as u64;
+        batch
+    };
+    // The writer thread's part, never timed: the batch's entries appended to the journal.
+    let mut stamp_and_append = |batch: &[Command], journal: &mut Journal| {
+        let entries = stamped(batch, seq_next);
+        frames.clear();
+        codec::encode_frame(&entries, &mut frames);
+        let _ = journal.append(&frames, seq_next, seq_next + entries.len() as u64 - 1);
+        seq_next += entries.len() as u64;
+        entries
+    };
+    for _ in 0..KNOWN / BATCH as u64 {
+        let batch = next_batch(&mut prng);
+        let entries = stamp_and_append(&batch, &mut journal);
+        index_step(&mut index, &batch, &entries, &mut lookups, &mut keys);
+    }
+    let _ = journal.seal();
+    let stats = index.stats();
+    println!(
+        "bmi index: {} bmis known after {:.1} s ({} runs, {} merges, filter {} MiB in {} generations)",
+        stats.lookups,
+        started.elapsed().as_secs_f64(),
+        stats.runs,
+        stats.merges,
+        stats.filter_bytes >> 20,
+        stats.filter_generations
+    );
+    // Timed: the sequencer thread's part only (look-up and record).
+    bench_with_setup(
+        "bmi index: resolve + record a new bmi (10 M known)",
+        BATCH,
+        || {
+            let batch = next_batch(&mut prng);
+            let entries = stamp_and_append(&batch, &mut journal);
+            (batch, entries)
+        },
+        |(batch, entries)| index_step(&mut index, &batch, &entries, &mut lookups, &mut keys),
+    );
+    let mut old = Vec::with_capacity(64);
+    let mut old_prng = Prng::new(13);
+    bench_with_setup(
+        "bmi index: resolve a retry of an old bmi",
+        64,
+        || {
+            // Setup re-makes the original commands (same seed order is not needed: the bmi and
+            // content are what the look-up reads).
+            (0..64)
+                .map(|_| {
+                    let n = old_prng.below(KNOWN / 2);
+                    transfer_command(&mut old_prng, n)
+                })
+                .collect::<Vec<_>>()
+        },
+        |batch| {
+            old.clear();
+            // A retry answered: nothing to record.
+            let _ = index.resolve(&batch, &mut old).map(drop);
+            black_box(&old);
+        },
+    );
+    let stats = index.stats();
+    println!(
+        "bmi index: {} look-ups, {} filter positives, {} old hits, {} journal reads, {} block reads",
+        stats.lookups, stats.filter_positives, stats.old_hits, stats.journal_reads, stats.run_block_reads
+    );
+    drop(index);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The entries the sequencer makes of `commands` (all new) from `seq_first`.
+fn stamped(commands: &[Command], seq_first: u64) -> Vec<Entry> {
+    commands
+        .iter()
+        .enumerate()
+        .map(|(i, c)| Entry {
+            seq: seq_first + i as u64,
+            epoch: 1,
+            timestamp_us: 1,
+            origin: c.origin,
+            bmi: c.bmi,
+            payload: c.payload.clone(),
+        })
+        .collect()
+}
+
+/// One batch through the `bmi` index as the sequencer thread drives it: look up, then record
+/// what was sequenced.
+fn index_step(
+    index: &mut BmiIndex,
+    batch: &[Command],
+    entries: &[Entry],
+    lookups: &mut Vec<Lookup>,
+    keys: &mut Vec<u64>,
+) {
+    lookups.clear();
+    let resolved = index.resolve(batch, lookups);
+    keys.clear();
+    keys.extend(lookups.iter().map(|l| l.key));
+    if let Ok(resolved) = resolved {
+        let _ = index.record(resolved, entries, keys);
+    }
 }
 
 /// The whole embedded pipeline, fsync on: 2,000,000 transfers through three centers.

@@ -34,6 +34,11 @@ fuzz_target!(|data: &[u8]| {
     let _ = codec::decode_commands_frames(data, &mut commands);
 
     let frame = framed(data);
+    // A journal file's frame: entries or a durable mark, never a panic.
+    let mut journal = Vec::new();
+    if let Ok(Some((n, _))) = codec::decode_journal_frame(&frame, &mut journal) {
+        assert!(n == frame.len(), "a journal frame spans its header's length");
+    }
     entries.clear();
     if codec::decode_frames(&frame, &mut entries).is_ok() {
         let mut again = Vec::new();

@@ -65,10 +65,12 @@
 //! once the center has caught up with the journal as it stood at start (a seq or a stream
 //! position the driver gives), or the journal is quiet with nothing known to be missing. **The
 //! owner failure detector**: a live center proposes itself as a plugin's owner (`SetOwner` for
-//! the next term, through the sequencer like any command) when the owner's acks have not
-//! advanced for [`CenterConfig::owner_silence_us`] while this center committed past them, and it
-//! is the lowest-numbered center other than the owner whose acks still advance; it proposes the
-//! same term again only after twice the silence. Concurrent proposals share one `bmi` (the
+//! the next term, through the sequencer like any command) when the owner is silent — its acks
+//! have stood behind what another center acked (or this one committed) for a whole
+//! [`CenterConfig::owner_silence_us`] — and this center is the lowest-numbered other one not
+//! silent; it proposes the same term again only after twice the silence. Silence is standing
+//! behind, not standing still: a journal that pauses (no leader) silences nobody, and the first
+//! center to ack after it does not take the others for silent. Concurrent proposals share one `bmi` (the
 //! sequencer refuses the second) and the host refuses stale terms, so a wrong suspicion moves
 //! ownership needlessly, never to two owners at one seq.
 //!

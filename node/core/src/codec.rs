@@ -13,6 +13,12 @@
 //! Commands (not yet sequenced: what a center puts on the inbound topic) use the same frame with
 //! body `version: u8 = 2 | count: u32 | count × (origin u8 | bmi_len u8 | bmi | tag u8 | payload)`;
 //! the two decoders refuse each other's frames.
+//!
+//! The embedded journal's files also hold **durable marks** between entry frames: body
+//! `version: u8 = 3 | seq_last u64 | offset u64`, written after a group of frames is `fdatasync`ed:
+//! "every byte of this file before `offset` (where this mark starts) is durable and holds the
+//! seqs up to `seq_last`". [`decode_journal_frame`] reads both kinds; [`decode_frame`] refuses a
+//! mark (it is no sequencer batch).
 
 use crate::entry::*;
 use crate::limits::{BMI_BYTES_MAX, CENTER_COUNT_MAX, FRAME_BYTES_MAX, PLUGIN_BODY_BYTES_MAX};
@@ -20,6 +26,12 @@ use crate::limits::{BMI_BYTES_MAX, CENTER_COUNT_MAX, FRAME_BYTES_MAX, PLUGIN_BOD
 pub const FRAME_HEADER_BYTES: usize = 8;
 const VERSION: u8 = 1;
 const VERSION_COMMANDS: u8 = 2;
+/// A journal file's durable mark.
+pub const VERSION_MARK: u8 = 3;
+/// Body bytes of a durable mark: version, seq_last, offset.
+pub const MARK_BODY_BYTES: usize = 1 + 8 + 8;
+/// A whole durable-mark frame.
+pub const MARK_FRAME_BYTES: usize = FRAME_HEADER_BYTES + MARK_BODY_BYTES;
 /// Smallest encoded command: origin, bmi length, tag (the bmi itself is checked after).
 const COMMAND_BYTES_MIN: usize = 1 + 1 + 1;
 /// Smallest encoded entry (a `Tick`): used to bound `count` before allocating.
@@ -160,6 +172,45 @@ pub fn encode_payload(p: &Payload, out: &mut Vec<u8>) {
     }
 }
 
+/// A journal file's durable mark: every byte of the file before `offset` (where the mark itself
+/// starts) was durable before the mark was written, and those bytes hold seqs up to `seq_last`.
+#[derive(Copy, Clone, PartialEq, Eq, Debug)]
+pub struct DurableMark {
+    pub seq_last: Seq,
+    pub offset: u64,
+}
+
+/// Appends a durable-mark frame to `out`.
+pub fn encode_mark(mark: DurableMark, out: &mut Vec<u8>) {
+    let start = out.len();
+    out.extend_from_slice(&(MARK_BODY_BYTES as u32).to_le_bytes());
+    out.extend_from_slice(&[0; 4]);
+    out.push(VERSION_MARK);
+    out.extend_from_slice(&mark.seq_last.to_le_bytes());
+    out.extend_from_slice(&mark.offset.to_le_bytes());
+    let crc = crc32fast::hash(&out[start + FRAME_HEADER_BYTES..]);
+    out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Checks and parses the journal-file frame at the start of `buf`: a frame of entries (appended
+/// to `out`, as [`decode_frame`] does) or a durable mark (returned). `Ok(None)`: only part of a
+/// frame.
+pub fn decode_journal_frame(
+    buf: &[u8],
+    out: &mut Vec<Entry>,
+) -> Result<Option<(usize, Option<DurableMark>)>, CodecError> {
+    let Some(total) = check(buf)? else { return Ok(None) };
+    if buf.get(FRAME_HEADER_BYTES) != Some(&VERSION_MARK) {
+        return Ok(decode_frame(buf, out)?.map(|n| (n, None)));
+    }
+    let mut r = Reader { buf: &buf[FRAME_HEADER_BYTES + 1..total] };
+    let mark = DurableMark { seq_last: r.u64()?, offset: r.u64()? };
+    if !r.buf.is_empty() {
+        return Err(CodecError::Trailing(r.buf.len()));
+    }
+    Ok(Some((total, Some(mark))))
+}
+
 /// Appends one frame holding `commands` to `out`.
 pub fn encode_commands_frame<'a>(commands: impl IntoIterator<Item = &'a Command>, out: &mut Vec<u8>) {
     encode_items(VERSION_COMMANDS, commands, out, |c, out| {
@@ -200,6 +251,25 @@ fn parse_origin(r: &mut Reader<'_>) -> Result<CenterId, CodecError> {
 /// On error `out` is left as it was.
 pub fn decode_frame(buf: &[u8], out: &mut Vec<Entry>) -> Result<Option<usize>, CodecError> {
     decode_items(buf, out, VERSION, ENTRY_BYTES_MIN, parse_entry)
+}
+
+/// Checks the frame at the start of `buf` (length, checksum) and parses its entries only as far
+/// as the one at `seq`: one entry of a large frame without building all of them.
+pub fn decode_frame_entry(buf: &[u8], seq: Seq) -> Result<Option<Entry>, CodecError> {
+    let Some(total) = check(buf)? else { return Err(CodecError::Truncated) };
+    let mut r = Reader { buf: &buf[FRAME_HEADER_BYTES..total] };
+    let found = r.u8()?;
+    if found != VERSION {
+        return Err(CodecError::Version(found));
+    }
+    let count = r.u32()?;
+    for _ in 0..count {
+        let e = parse_entry(&mut r)?;
+        if e.seq == seq {
+            return Ok(Some(e));
+        }
+    }
+    Ok(None)
 }
 
 /// Parses a buffer that holds whole entry frames only (a Kafka message, an outbox row) into
@@ -361,6 +431,32 @@ impl<'a> Reader<'a> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn durable_marks_round_trip_and_are_no_batch() {
+        let mut buf = Vec::new();
+        let mark = DurableMark { seq_last: 77, offset: 4_096 };
+        encode_mark(mark, &mut buf);
+        assert_eq!(buf.len(), MARK_FRAME_BYTES);
+        let mut out = Vec::new();
+        assert_eq!(decode_journal_frame(&buf, &mut out), Ok(Some((MARK_FRAME_BYTES, Some(mark)))));
+        assert!(out.is_empty());
+        assert_eq!(decode_frame(&buf, &mut out), Err(CodecError::Version(VERSION_MARK)));
+        let tick = Entry::tick(5, 1, 9, CenterId(1));
+        let mut frame = Vec::new();
+        encode_frame([&tick], &mut frame);
+        assert_eq!(decode_journal_frame(&frame, &mut out), Ok(Some((frame.len(), None))));
+        assert_eq!(out, vec![tick]);
+        let ticks: Vec<Entry> = (5..9).map(|s| Entry::tick(s, 1, 9, CenterId(1))).collect();
+        let mut four = Vec::new();
+        encode_frame(&ticks, &mut four);
+        assert_eq!(decode_frame_entry(&four, 7), Ok(Some(ticks[2].clone())));
+        assert_eq!(decode_frame_entry(&four, 9), Ok(None));
+        let mut bad = buf.clone();
+        bad[10] ^= 1;
+        assert_eq!(decode_journal_frame(&bad, &mut out), Err(CodecError::Checksum));
+        assert_eq!(decode_journal_frame(&buf[..MARK_FRAME_BYTES - 1], &mut out), Ok(None));
+    }
 
     fn arb_payload() -> impl Strategy<Value = Payload> {
         let cur = prop_oneof![Just(*b"EUR"), Just(*b"KRW"), Just(*b"USD")]

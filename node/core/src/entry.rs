@@ -120,13 +120,6 @@ impl Bmi {
     pub fn is_none(&self) -> bool {
         self.len == 0
     }
-    /// 128-bit fingerprint used as the dedupe key (collision odds ≈ 2^-90 over the window).
-    pub fn fingerprint(&self) -> u128 {
-        let b = self.as_bytes();
-        let lo = crate::hash::bytes64(0x5EED_0001, b);
-        let hi = crate::hash::bytes64(0x5EED_0002, b);
-        (u128::from(hi) << 64) | u128::from(lo)
-    }
 }
 
 impl fmt::Debug for Bmi {
@@ -223,24 +216,6 @@ pub enum Payload {
     /// Deterministic time passing: timers in state machines fire on it.
     Tick,
     Plugin(PluginCommand),
-}
-
-impl Payload {
-    /// Digest of the content, to tell a retry (same content) from a conflicting reuse of a `bmi`.
-    pub fn digest(&self) -> u64 {
-        use crate::hash::mix64;
-        if let Payload::Transfer(t) = self {
-            // The hot path: no allocation.
-            let cur = u64::from(u32::from_le_bytes([t.currency.0[0], t.currency.0[1], t.currency.0[2], 1]));
-            let mut h = mix64(t.debtor.0 ^ 0x00D1_6E57);
-            h = mix64(h ^ t.creditor.0).wrapping_add(1);
-            h = mix64(h ^ t.amount_minor).wrapping_add(2);
-            return mix64(h ^ cur);
-        }
-        let mut buf = Vec::with_capacity(64);
-        crate::codec::encode_payload(self, &mut buf);
-        crate::hash::bytes64(0x00D1_6E57, &buf)
-    }
 }
 
 /// A request before sequencing.
@@ -390,7 +365,6 @@ mod tests {
         assert_eq!(Bmi::new(b"MSG-1").map(|b| b.as_bytes().to_vec()), Ok(b"MSG-1".to_vec()));
         assert_eq!(Bmi::numbered("T", 1234).map(|b| b.to_string()), Ok("T1234".to_string()));
         assert_eq!(Bmi::numbered("T", 0).map(|b| b.to_string()), Ok("T0".to_string()));
-        assert_ne!(Bmi::new(b"A1").map(|b| b.fingerprint()), Bmi::new(b"A2").map(|b| b.fingerprint()));
     }
 
     #[test]

@@ -6,15 +6,6 @@
 /// Largest number of entries the sequencer stamps in one batch (one journal frame, one fsync).
 pub const SEQUENCER_BATCH_ENTRIES_MAX: usize = 8_192;
 
-/// How many of the most recent sequenced entries the sequencer remembers by `bmi`.
-///
-/// Two generations of `DEDUPE_WINDOW_ENTRIES / 2` each: a `bmi` is remembered for at least
-/// `DEDUPE_WINDOW_ENTRIES / 2` and at most `DEDUPE_WINDOW_ENTRIES` later entries (≈ 0.4–0.8 s at the
-/// demo's full rate, 9–18 s at 100,000/s). 7/8 of a power of two fills the hash tables exactly;
-/// both generations together take ≈ 80 MiB. A resubmission older than the window is sequenced
-/// again; the PostgreSQL engine closes that hole with a unique key (mission.md §2.2).
-pub const DEDUPE_WINDOW_ENTRIES: usize = 2 * 917_504;
-
 /// Slots of a center's gap buffer: how far ahead of the applied watermark deliveries may land.
 pub const GAP_BUFFER_SLOTS: usize = 1 << 16;
 
@@ -60,7 +51,6 @@ const _: () = assert!(GAP_BUFFER_SLOTS.is_power_of_two());
 const _: () = assert!(FINALIZER_WINDOW_SEQS.is_power_of_two());
 const _: () = assert!(SEQUENCER_BATCH_ENTRIES_MAX <= GAP_BUFFER_SLOTS);
 const _: () = assert!(GAP_BUFFER_SLOTS <= FINALIZER_WINDOW_SEQS);
-const _: () = assert!(DEDUPE_WINDOW_ENTRIES >= 8 * SEQUENCER_BATCH_ENTRIES_MAX);
 const _: () = assert!(CENTER_COUNT_MAX <= 8);
 const _: () = assert!(BMI_BYTES_MAX < 256);
 // A stall is only declared after several tick intervals: an idle cluster's finality moves

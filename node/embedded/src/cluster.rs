@@ -16,11 +16,14 @@
 //! centers; acks go to peers only after they are computed, finality is announced only by the
 //! entry's origin center. More cores ⇒ the stages run in parallel.
 //!
-//! **Restart**: the journal's torn tail is cut; each center loads its checkpoint (ledger at its
-//! durable watermark, finalizer tallies, its own acks some finalizer may still need, own-origin
-//! outcomes not yet announced), re-sends those acks, replays the journal from the watermark + 1,
-//! and goes on. The sequencer rebuilds its dedupe window from the journal's tail and takes the
-//! next epoch. Nothing is applied twice: the watermark and the state are in one atomic file.
+//! **Restart**: every journal frame is checked (a torn tail past the durable end is cut, never
+//! below a center's checkpoint; corruption refuses to start; a mirror repairs one copy from the
+//! other); each center loads its checkpoint (ledger at its durable watermark, finalizer tallies,
+//! its own acks some finalizer may still need, own-origin outcomes not yet announced), re-sends
+//! those acks, replays the journal from the watermark + 1, and goes on. The sequencer resumes
+//! after the journal's last seq at the next epoch; its `bmi` index reopens (runs on disk, the
+//! journal after them replayed into memory). Nothing is applied twice: the watermark and the
+//! state are in one atomic file.
 //!
 //! **Plugins** (optional, [`PluginSetup`]): each center thread runs a [`PluginHost`] over the
 //! entries it applies and folds the host's step digests into its state hash. The owner center
@@ -35,20 +38,22 @@
 //! `seq_unfinal_first` of all finalizers; any finalizer restored from any checkpoint therefore
 //! finds every ack it lacks either in those retained acks or in the replay.
 
+use crate::bmi_index::{BmiIndex, BmiIndexConfig, BmiIndexError, BmiIndexStats};
 use crate::center_thread::{CenterLinks, CenterSetup, CenterThread};
 use crate::checkpoint::{self, Awaiting};
-use crate::journal::{Journal, JournalError, JournalReader, JournalTail};
+use crate::journal::{Journal, JournalError, JournalOpen, JournalTail};
 use crate::limits::*;
-use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender, TrySendError};
+use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender, TryRecvError, TrySendError};
 use rtgs_core::center::CenterConfig;
 use rtgs_core::codec;
 use rtgs_core::entry::{CenterId, Command, Entry, Seq};
 use rtgs_core::ledger::Applied;
-use rtgs_core::limits::{DEDUPE_WINDOW_ENTRIES, SEQUENCER_BATCH_ENTRIES_MAX};
+use rtgs_core::limits::SEQUENCER_BATCH_ENTRIES_MAX;
 use rtgs_core::plugin::{Effect, EffectAdapter, HostedPlugin};
 use rtgs_core::plugin_host::PluginHost;
 use rtgs_core::sequencer::{Admission, Sequencer};
-use std::path::{Path, PathBuf};
+use std::collections::VecDeque;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -58,18 +63,24 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 #[derive(Clone, Debug)]
 pub struct ClusterConfig {
     pub data_dir: PathBuf,
+    /// A second copy of the journal (another disk): every sync group is durable in both before
+    /// any center sees it; a frame damaged in one copy is repaired from the other at start.
+    pub journal_mirror: Option<PathBuf>,
     pub centers: usize,
     pub checkpoint_interval_entries: u64,
     pub segment_bytes_max: u64,
+    pub bmi_index: BmiIndexConfig,
 }
 
 impl ClusterConfig {
     pub fn new(data_dir: impl Into<PathBuf>) -> Self {
         ClusterConfig {
             data_dir: data_dir.into(),
+            journal_mirror: None,
             centers: 3,
             checkpoint_interval_entries: CHECKPOINT_INTERVAL_ENTRIES,
             segment_bytes_max: SEGMENT_BYTES_MAX,
+            bmi_index: BmiIndexConfig::default(),
         }
     }
 }
@@ -140,6 +151,8 @@ pub struct ClusterReport {
     pub journal_seq_last: Seq,
     /// `Tick` entries the sequencer journaled during this run.
     pub ticks: u64,
+    /// What the sequencer's `bmi` index did (default if the sequencer failed).
+    pub bmi_index: BmiIndexStats,
     /// Fatal errors of any thread (I/O failures, invariant violations).
     pub errors: Vec<String>,
 }
@@ -148,8 +161,13 @@ pub struct ClusterReport {
 pub enum StartError {
     #[error(transparent)]
     Journal(#[from] JournalError),
-    #[error(transparent)]
+    #[error(
+        "{0}. Nothing was changed. Options: restore the file from a backup; or move every center's \
+         checkpoint aside to rebuild all centers from the journal (a full replay, final notices repeated)"
+    )]
     Checkpoint(#[from] checkpoint::CheckpointError),
+    #[error(transparent)]
+    BmiIndex(#[from] BmiIndexError),
     #[error("center {center} checkpoint is at seq {checkpoint} but the journal ends at {journal}: journal lost durable entries")]
     AheadOfJournal { center: CenterId, checkpoint: Seq, journal: Seq },
     #[error("centers must be 1 to {max}", max = rtgs_core::limits::CENTER_COUNT_MAX)]
@@ -281,7 +299,7 @@ pub struct Cluster {
     journal_dir: PathBuf,
     submitter: Option<Submitter>,
     events: Receiver<ClientEvent>,
-    sequencer: Option<JoinHandle<Result<u64, String>>>,
+    sequencer: Option<JoinHandle<Result<(BmiIndexStats, u64), String>>>,
     writer: Option<JoinHandle<Result<Seq, String>>>,
     centers: Vec<JoinHandle<Result<CenterReport, String>>>,
     checkpointer: Option<JoinHandle<Result<(), String>>>,
@@ -306,25 +324,41 @@ impl Cluster {
             return Err(StartError::Centers);
         }
         let journal_dir = config.data_dir.join("journal");
-        let (journal, tail) = Journal::open(&journal_dir, config.segment_bytes_max)?;
-        let clock = Arc::new(Clock::new());
-
+        // Checkpoints first: what a center applied is the floor below which the journal may
+        // never be cut as a torn tail.
         let mut restored = Vec::new();
         for index in 0..config.centers {
             let id = CenterId::from_index(index);
-            let ckpt = checkpoint::read(&checkpoint::path_for(&config.data_dir, id))?;
-            if let Some(c) = &ckpt {
+            restored.push(checkpoint::read(&checkpoint::path_for(&config.data_dir, id))?);
+        }
+        let seq_floor = restored.iter().flatten().map(|c| c.ledger.seq_applied()).max().unwrap_or(0);
+        let options = JournalOpen {
+            mirror: config.journal_mirror.clone(),
+            segment_bytes_max: config.segment_bytes_max,
+            seq_floor,
+        };
+        let (journal, tail) = Journal::open_with(&journal_dir, &options)?;
+        let clock = Arc::new(Clock::new());
+        for (index, ckpt) in restored.iter().enumerate() {
+            if let Some(c) = ckpt {
                 if c.ledger.seq_applied() > tail.seq_last {
                     return Err(StartError::AheadOfJournal {
-                        center: id,
+                        center: CenterId::from_index(index),
                         checkpoint: c.ledger.seq_applied(),
                         journal: tail.seq_last,
                     });
                 }
             }
-            restored.push(ckpt);
         }
-        let sequencer = recover_sequencer(&journal_dir, &tail)?;
+        let sequencer = recover_sequencer(&tail, clock.now_us());
+        let seq_written = Arc::new(AtomicU64::new(tail.seq_last));
+        let index = BmiIndex::open(
+            &config.data_dir,
+            &journal_dir,
+            tail.seq_last,
+            Arc::clone(&seq_written),
+            config.bmi_index,
+        )?;
         let recovery = Recovery {
             journal: tail.clone(),
             center_watermarks: restored
@@ -367,11 +401,11 @@ impl Cluster {
             let events = events_tx.clone();
             let clock = Arc::clone(&clock);
             spawn("sequencer".into())
-                .spawn(move || run_sequencer(sequencer, submit_rx, write_tx, events, clock))
+                .spawn(move || run_sequencer(sequencer, index, submit_rx, write_tx, events, clock))
                 .map_err(StartError::Thread)?
         };
         let writer_thread = spawn("journal".into())
-            .spawn(move || run_writer(journal, write_rx, journal_txs))
+            .spawn(move || run_writer(journal, seq_written, write_rx, journal_txs))
             .map_err(StartError::Thread)?;
         let ckpt_thread = {
             let shared = Arc::clone(&shared);
@@ -495,31 +529,32 @@ impl Cluster {
         self.submitter = None;
         while self.events.recv().is_ok() {}
         let mut errors = Vec::new();
-        fn join(errors: &mut Vec<String>, name: &str, r: std::thread::Result<Result<(), String>>) {
+        /// A thread's result, its failure noted in `errors`.
+        fn join<T>(
+            errors: &mut Vec<String>,
+            name: &str,
+            r: std::thread::Result<Result<T, String>>,
+        ) -> Option<T> {
             match r {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => errors.push(format!("{name}: {e}")),
-                Err(_) => errors.push(format!("{name}: thread panicked")),
+                Ok(Ok(value)) => Some(value),
+                Ok(Err(e)) => {
+                    errors.push(format!("{name}: {e}"));
+                    None
+                }
+                Err(_) => {
+                    errors.push(format!("{name}: thread panicked"));
+                    None
+                }
             }
         }
         if let Some(r) = adapter_result {
             join(&mut errors, "adapter", r);
         }
-        let mut ticks = 0;
-        if let Some(h) = self.sequencer.take() {
-            join(&mut errors, "sequencer", h.join().map(|r| r.map(|t| ticks = t)));
-        }
+        let (bmi_index, ticks) =
+            self.sequencer.take().and_then(|h| join(&mut errors, "sequencer", h.join())).unwrap_or_default();
         let mut journal_seq_last = self.recovery.journal.seq_last;
-        if let Some(h) = self.writer.take() {
-            join(
-                &mut errors,
-                "journal",
-                h.join().map(|r| {
-                    r.map(|s| {
-                        journal_seq_last = s;
-                    })
-                }),
-            );
+        if let Some(s) = self.writer.take().and_then(|h| join(&mut errors, "journal", h.join())) {
+            journal_seq_last = s;
         }
         let mut centers = Vec::new();
         for (i, h) in self.centers.drain(..).enumerate() {
@@ -532,47 +567,39 @@ impl Cluster {
         if let Some(h) = self.checkpointer.take() {
             join(&mut errors, "checkpointer", h.join());
         }
-        ClusterReport { centers, journal_seq_last, ticks, errors }
+        ClusterReport { centers, journal_seq_last, ticks, bmi_index, errors }
     }
 }
 
-fn recover_sequencer(journal_dir: &Path, tail: &JournalTail) -> Result<Sequencer, JournalError> {
+/// The sequencer resumes after the durable journal (its `bmi` index is opened beside it). The
+/// start counts as activity: the first idle `Tick` comes a full interval after it, not before
+/// the first submissions had a chance to arrive.
+fn recover_sequencer(tail: &JournalTail, now_us: u64) -> Sequencer {
     let mut sequencer = Sequencer::new(CenterId(1), 0);
-    if tail.seq_last > 0 {
-        // Rebuild the dedupe window from the journal's last DEDUPE_WINDOW_ENTRIES entries.
-        let from = tail.seq_last.saturating_sub(DEDUPE_WINDOW_ENTRIES as u64 / 2).max(1);
-        sequencer.resume_at(from, tail.epoch_last, tail.timestamp_last_us);
-        let mut reader = JournalReader::open(journal_dir, from)?;
-        let mut entries = Vec::new();
-        while reader.next_batch(&mut entries)? {
-            for e in entries.drain(..) {
-                if e.seq > tail.seq_last {
-                    break;
-                }
-                sequencer.recover(&e);
-            }
-        }
-    }
+    sequencer.resume_at(tail.seq_last + 1, tail.epoch_last, tail.timestamp_last_us.max(now_us));
     // Every start is a new leader term; the epoch fences whatever ran before.
     sequencer.begin_epoch(tail.epoch_last + 1);
-    Ok(sequencer)
+    sequencer
 }
 
 fn run_sequencer(
     mut sequencer: Sequencer,
+    mut index: BmiIndex,
     rx: Receiver<Submission>,
     tx: Sender<WriteJob>,
     events: Sender<ClientEvent>,
     clock: Arc<Clock>,
-) -> Result<u64, String> {
+) -> Result<(BmiIndexStats, u64), String> {
     let mut admissions = Vec::new();
     let mut bmis = Vec::new();
+    let mut lookups = Vec::new();
+    let mut new_keys = Vec::new();
     let mut ticks = 0u64;
     loop {
         let first = match rx.recv_timeout(Duration::from_millis(100)) {
             Ok(s) => Some(s),
             Err(RecvTimeoutError::Timeout) => None,
-            Err(RecvTimeoutError::Disconnected) => return Ok(ticks),
+            Err(RecvTimeoutError::Disconnected) => return Ok((index.stats(), ticks)),
         };
         let now = clock.now_us();
         let mut entries = Vec::new();
@@ -583,7 +610,21 @@ fn run_sequencer(
             admissions.clear();
             bmis.clear();
             bmis.extend(sub.commands.iter().map(|c| c.bmi));
-            sequencer.handle_commands(now, sub.commands, &mut entries, &mut admissions);
+            // Every bmi ever sequenced is in the index: look the submission up, sequence it,
+            // remember what was new.
+            lookups.clear();
+            let resolved = index.resolve(&sub.commands, &mut lookups).map_err(|e| e.to_string())?;
+            let before = entries.len();
+            sequencer.handle_commands(now, sub.commands, &lookups, &mut entries, &mut admissions);
+            new_keys.clear();
+            new_keys.extend(
+                admissions
+                    .iter()
+                    .zip(&lookups)
+                    .filter(|(a, _)| matches!(a, Admission::Sequenced(_)))
+                    .map(|(_, l)| l.key),
+            );
+            index.record(resolved, &entries[before..], &new_keys).map_err(|e| e.to_string())?;
             for ((admission, bmi), at) in admissions.iter().zip(&bmis).zip(&sub.submitted_at_us) {
                 match admission {
                     Admission::Sequenced(_) => submitted_at_us.push(*at),
@@ -634,15 +675,44 @@ pub(crate) fn encode_frames(entries: &[Entry]) -> Vec<u8> {
     out
 }
 
-/// Appends and fsyncs groups of batches; only then hands them to the centers.
+/// Appends and fsyncs groups of batches; hands a batch to the centers only once a durable mark
+/// after it is durable (`Journal::sync` / `seal`). Under load each group's `fdatasync` also makes
+/// the previous group's mark durable; when nothing else is waiting, the group is sealed at once.
 fn run_writer(
     mut journal: Journal,
+    seq_written: Arc<AtomicU64>,
     rx: Receiver<WriteJob>,
     centers: Vec<Sender<Arc<JournalBatch>>>,
 ) -> Result<Seq, String> {
     const GROUP_BATCHES_MAX: usize = WRITE_QUEUE_BATCHES;
     let mut group = Vec::with_capacity(GROUP_BATCHES_MAX);
-    while let Ok(job) = rx.recv() {
+    // Durable, waiting for their mark to be.
+    let mut unmarked: VecDeque<Arc<JournalBatch>> = VecDeque::new();
+    let publish = |unmarked: &mut VecDeque<Arc<JournalBatch>>, marked: Seq| -> Result<(), String> {
+        while unmarked.front().is_some_and(|b| b.entries.last().is_none_or(|e| e.seq <= marked)) {
+            if let Some(b) = unmarked.pop_front() {
+                for tx in &centers {
+                    tx.send(Arc::clone(&b)).map_err(|_| "a center stopped".to_string())?;
+                }
+            }
+        }
+        Ok(())
+    };
+    loop {
+        let job = if unmarked.is_empty() {
+            rx.recv().ok()
+        } else {
+            match rx.try_recv() {
+                Ok(j) => Some(j),
+                Err(TryRecvError::Empty) => {
+                    let marked = journal.seal().map_err(|e| e.to_string())?;
+                    publish(&mut unmarked, marked)?;
+                    continue;
+                }
+                Err(TryRecvError::Disconnected) => None,
+            }
+        };
+        let Some(job) = job else { break };
         group.push(job);
         while group.len() < GROUP_BATCHES_MAX {
             match rx.try_recv() {
@@ -656,14 +726,14 @@ fn run_writer(
                 _ => continue,
             };
             journal.append(&j.frames, first, last).map_err(|e| e.to_string())?;
+            seq_written.store(last, Ordering::Release);
         }
-        journal.sync().map_err(|e| e.to_string())?;
-        for j in group.drain(..) {
-            for tx in &centers {
-                tx.send(Arc::clone(&j.batch)).map_err(|_| "a center stopped".to_string())?;
-            }
-        }
+        let marked = journal.sync().map_err(|e| e.to_string())?;
+        unmarked.extend(group.drain(..).map(|j| j.batch));
+        publish(&mut unmarked, marked)?;
     }
+    let marked = journal.seal().map_err(|e| e.to_string())?;
+    publish(&mut unmarked, marked)?;
     Ok(journal.seq_last())
 }
 

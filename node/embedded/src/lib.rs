@@ -4,8 +4,12 @@
 //! One process runs the sequencer, three centers and their finalizers (and, optionally, the
 //! centers' plugin hosts and the plugins' adapter thread); no services needed.
 //!
-//! * [`journal`] — segmented, append-only journal files of CRC-checked frames; fsync per group
-//!   of batches before any center sees them; torn-tail truncation on open; readers for replay.
+//! * [`journal`] — segmented, append-only journal files of CRC-checked frames, optionally
+//!   mirrored; fsync per group of batches, then a durable mark, before any center sees them; at
+//!   open every frame is checked: a torn tail (past the durable end) is cut, corruption refuses
+//!   to start, a mirror repairs one copy from the other; a read-only inspection; readers.
+//! * [`bmi_index`] — every `bmi` ever sequenced: exact recent generations, Bloom filters, sorted
+//!   runs on disk checked against the journal; the sequencer looks a batch up before stamping it.
 //! * [`checkpoint`] — each center's durable state (ledger + watermark, finalizer tallies,
 //!   retained acks, unannounced outcomes) in one atomically replaced file; the plugin host's
 //!   state in its own file, written only when it changed.
@@ -17,6 +21,7 @@
 //!   events, and a [`client_link::JournalFeed`] tailing the journal files for a read model.
 //! * [`limits`] — queue capacities, segment size, checkpoint interval.
 
+pub mod bmi_index;
 pub mod center_thread;
 pub mod checkpoint;
 pub mod client_link;

@@ -25,6 +25,27 @@ pub const FRAME_BODY_BYTES_TARGET: usize = 4 << 20;
 /// A center writes a checkpoint after applying this many entries since the last one.
 pub const CHECKPOINT_INTERVAL_ENTRIES: u64 = 1 << 19;
 
+/// `bmi`s per recent generation of the `bmi` index (two are held exactly in memory, ≈ 25 MiB
+/// each): retries within ≈ 200,000–400,000 entries are answered without I/O.
+pub const BMI_RECENT_ENTRIES: usize = 196_608;
+/// `bmi`s the first filter generation of the `bmi` index holds (32 MiB at 16 bits each); each later
+/// generation holds twice as many as the one before, at fewer bits each (100 M `bmi`s: three
+/// generations, 152 MiB).
+pub const BMI_FILTER_KEYS_FIRST: usize = 1 << 24;
+/// Bits per `bmi` of the first filter generation: ≈ 10⁻³ false positives, each a look-up in
+/// the recent generations and the runs (the hot path of a young ledger).
+pub const BMI_FILTER_BITS_FIRST: usize = 16;
+/// Bits per `bmi` of later generations: ≈ 10⁻² false positives, each a look-up in the runs of
+/// that generation's seqs only (one or two block reads); 6 bits less per `bmi` is 72 MiB less at
+/// 100 M `bmi`s.
+pub const BMI_FILTER_BITS_LATER: usize = 10;
+/// Runs of one tier merged into one run of the next tier.
+pub const BMI_MERGE_FANOUT: usize = 8;
+/// Records per block of a run file (16 bytes each: a 4 KiB block, one read per look-up).
+pub const BMI_RUN_BLOCK_RECORDS: usize = 256;
+/// Generations waiting for the `bmi` index's writer thread before the sequencer waits.
+pub const BMI_FROZEN_QUEUE: usize = 4;
+
 /// A sequencer batch may hold one more submission than the batch limit before it is cut.
 pub const BATCH_ENTRIES_MAX: usize = SEQUENCER_BATCH_ENTRIES_MAX + SUBMISSION_COMMANDS_MAX;
 
@@ -36,4 +57,13 @@ const _: () = assert!(
         < FINALIZER_WINDOW_SEQS
 );
 const _: () = assert!(BATCH_ENTRIES_MAX <= GAP_BUFFER_SLOTS);
+// A recent generation leaves memory only once its entries are in the journal files (where a
+// run's candidate is read back). It is older than what the sequencer can have stamped but the
+// writer not yet appended (the write queue, the group in the writer's hands, the batch being
+// sent), so in practice the sequencer never waits for that.
+const _: () = assert!(BMI_RECENT_ENTRIES > (2 * WRITE_QUEUE_BATCHES + 1) * BATCH_ENTRIES_MAX);
+// Whole 512-bit blocks of 16 bits per key.
+const _: () = assert!((BMI_FILTER_KEYS_FIRST * BMI_FILTER_BITS_FIRST).is_multiple_of(512));
+const _: () = assert!(BMI_FILTER_BITS_LATER >= 8 && BMI_FILTER_BITS_LATER <= BMI_FILTER_BITS_FIRST);
+const _: () = assert!(BMI_MERGE_FANOUT >= 2);
 const _: () = assert!(FRAME_BODY_BYTES_TARGET * 2 < rtgs_core::limits::FRAME_BYTES_MAX);

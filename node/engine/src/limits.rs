@@ -139,9 +139,6 @@ pub const TOPICS_TIMEOUT: Duration = Duration::from_secs(30);
 
 // ---- the sequencer ---------------------------------------------------------------------------
 
-/// Outbox entries replayed into the dedupe window by a new leader (≈ 2.6 s at 100,000/s; older
-/// retries are sequenced again — the bound is documented in ARCHITECTURE.md).
-pub const TAKEOVER_DEDUPE_ENTRIES: u64 = 262_144;
 /// The leader renews its lease (`sequencer.updated_at`) this often when no batch did: the
 /// lease's age tells the time since a leader died within this.
 pub const LEASE_INTERVAL: Duration = Duration::from_millis(100);
@@ -160,7 +157,6 @@ pub const MARK_INTERVAL: Duration = Duration::from_millis(200);
 pub const PRODUCER_FULL_PAUSE: Duration = Duration::from_millis(5);
 
 // Everything a new leader replays is still remembered by its dedupe window.
-const _: () = assert!(TAKEOVER_DEDUPE_ENTRIES as usize <= core::DEDUPE_WINDOW_ENTRIES / 2);
 // A rejoin comes only once the broker has expired the dead member (session timeout) and the
 // lease has had time to be renewed.
 const _: () = assert!(

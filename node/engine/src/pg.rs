@@ -55,6 +55,7 @@ pub fn is_unavailable(e: &StoreError) -> bool {
             deadpool_postgres::PoolError::Timeout(_) | deadpool_postgres::PoolError::PostCreateHook(_),
         ) => true,
         StoreError::Pool(_) | StoreError::Fenced { .. } | StoreError::OutOfOrder { .. } => false,
+        StoreError::BmiSequenced { .. } => false,
         StoreError::Corrupt(_) => false,
     }
 }

@@ -11,9 +11,13 @@
 //! message. The broker's committed offset is only a hint for where fetching starts (it is not
 //! fenced by group generation); messages at or below the recorded offset are skipped.
 //!
-//! Dedupe across a failover: the new leader replays the last [`TAKEOVER_DEDUPE_ENTRIES`] entries
-//! of the outbox into the sequencer's `bmi` window, so a participant's retry of a payment
-//! sequenced just before the failover is answered as a duplicate, not paid twice.
+//! A `bmi` is paid at most once, ever: a group's `bmi`s are written in its record transaction
+//! into `sequenced_bmi`, under a unique index (optimistically: nearly every `bmi` is new); if one
+//! was sequenced before, nothing of the transaction stays, the leader asks PostgreSQL what it
+//! knows of the group's `bmi`s (one query) and the core sequencer answers a retry with the
+//! original seq and refuses other content under a known `bmi` (DUPL, with a notice). A failover
+//! loses nothing of it and needs no replay window: the table is the whole history (a database
+//! from before migration `0003` is backfilled from the outbox at takeover).
 
 use crate::broker::{recv_batch, Broker};
 use crate::clock::wall_us;
@@ -22,7 +26,7 @@ use crate::frames;
 use crate::limits::{
     INBOUND_RECV_BYTES_MAX, INBOUND_WAIT_FOLLOWING, INBOUND_WAIT_LEADING, IN_FLIGHT_MAX,
     JOURNAL_MESSAGE_ENTRIES_MAX, LEADER_SILENCE_MAX, LEADER_SILENCE_STAGGER, LEASE_CHECK_INTERVAL,
-    LEASE_INTERVAL, MARK_INTERVAL, PRODUCER_FULL_PAUSE, PUBLISH_RETRY_PAUSE, TAKEOVER_DEDUPE_ENTRIES,
+    LEASE_INTERVAL, MARK_INTERVAL, PRODUCER_FULL_PAUSE, PUBLISH_RETRY_PAUSE,
 };
 use crate::metrics::Metrics;
 use crate::pg::PgRetry;
@@ -32,8 +36,10 @@ use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
 use rdkafka::{Offset, TopicPartitionList};
 use rtgs_core::codec;
-use rtgs_core::entry::{CenterId, Command, Entry, Seq};
-use rtgs_core::sequencer::{Admission, Sequencer};
+use rtgs_core::entry::{Bmi, CenterId, Command, Entry, Seq};
+use rtgs_core::hash::siphash24;
+use rtgs_core::limits::SEQUENCER_BATCH_ENTRIES_MAX;
+use rtgs_core::sequencer::{Admission, Lookup, Sequencer};
 use rtgs_kafka::leadership::Leadership;
 use rtgs_kafka::wire::{self, Notice, NoticeStatus};
 use rtgs_pg::sequencer_store::{OutboxBatch, SequencerStore};
@@ -66,6 +72,9 @@ struct InFlight {
 /// The state of a leading instance.
 struct Leader {
     sequencer: Sequencer,
+    /// Keys the core's look-up of repeats within a group (random per leader: participants choose
+    /// `bmi`s, so they must not be able to pile them into one bucket).
+    hash_key: [u64; 2],
     epoch: u32,
     /// Recorded in the outbox: messages at or below it are sequenced.
     inbound_offset: i64,
@@ -203,9 +212,19 @@ impl Instance {
         let t = i.retry.get("sequencer takeover", || store.take_over(&i.name)).await?;
         let mut sequencer = Sequencer::new(i.center, 0);
         if t.last_seq > 0 {
-            let from = t.last_seq.saturating_sub(TAKEOVER_DEDUPE_ENTRIES) + 1;
-            let batches = i.retry.get("outbox read", || store.batches(from, t.last_seq)).await?;
-            recover(&mut sequencer, &batches, t.last_seq)?;
+            // Only the last batch: where seqs and time resume. Dedupe needs no replay: the
+            // `sequenced_bmi` table holds every bmi.
+            let batches = i.retry.get("outbox read", || store.batches(t.last_seq, t.last_seq)).await?;
+            resume(&mut sequencer, &batches, t.last_seq)?;
+        }
+        if t.bmi_through < t.last_seq {
+            let (epoch, from, to) = (t.epoch, t.bmi_through, t.last_seq);
+            let added = i.retry.get("bmi backfill", || store.backfill_bmis(epoch, from, to)).await?;
+            eprintln!(
+                "{}: sequencer: indexed {added} bmis of seqs {}..={to} recorded before sequenced_bmi existed",
+                i.name,
+                from + 1
+            );
         }
         sequencer.begin_epoch(t.epoch);
         for b in &t.unpublished {
@@ -232,6 +251,7 @@ impl Instance {
         );
         Ok(Leader {
             sequencer,
+            hash_key: random_key(),
             epoch: t.epoch,
             inbound_offset: t.inbound_offset,
             in_flight: VecDeque::new(),
@@ -296,29 +316,25 @@ impl Instance {
                 );
             }
         }
-        let mut entries = Vec::with_capacity(commands.len() + 1);
-        let mut admissions = Vec::with_capacity(commands.len());
-        let bmis: Vec<_> = commands.iter().map(|c| c.bmi).collect();
-        l.sequencer.handle_commands(now, commands, &mut entries, &mut admissions);
-        // Time never stops: a Tick whenever one is due, with a batch as when idle (mission.md
-        // §3.4). Without idle ticks (drills) only batches carry them.
-        if !entries.is_empty() || self.i.idle_tick {
+        // One group of commands per outbox row; only the last group records the offset of the
+        // messages read, so a crash between groups makes the next leader read those messages
+        // again (what was recorded is then answered as a retry, never sequenced twice).
+        let groups: Vec<&[Command]> = commands.chunks(SEQUENCER_BATCH_ENTRIES_MAX).collect();
+        let mut recorded = false;
+        for (k, group) in groups.iter().enumerate() {
+            let offset = if k + 1 == groups.len() { last_offset } else { l.inbound_offset };
+            recorded |= self.sequence_and_record(l, now, group, offset).await?;
+        }
+        // Time never stops: a Tick whenever one is due, with batches as when idle (mission.md
+        // §3.4). Without idle ticks (drills) only rounds that recorded something carry one.
+        if recorded || self.i.idle_tick {
             if let Some(tick) = l.sequencer.poll_tick(now) {
-                entries.push(tick);
+                let offset = l.inbound_offset.max(if recorded { last_offset } else { l.inbound_offset });
+                self.record_and_publish(l, &[tick], offset).await?;
+                recorded = true;
             }
         }
-        self.refuse(&admissions, &bmis);
-        if !entries.is_empty() {
-            let ranges = frames::cut(&entries, JOURNAL_MESSAGE_ENTRIES_MAX, frames::entry_bytes);
-            let (count, recorded) = (ranges.len(), l.inbound_offset);
-            for (k, range) in ranges.into_iter().enumerate() {
-                // The batch's inbound offset goes with its last frame only: a leader that dies
-                // after recording the first frames lets its successor read those messages again
-                // (their commands then meet the dedupe window), never skip the rest.
-                let offset = if k + 1 == count { last_offset } else { recorded };
-                self.record_and_publish(l, &entries[range], offset).await?;
-            }
-        } else if last_offset > l.inbound_offset {
+        if !recorded && last_offset > l.inbound_offset {
             // Only retries: nothing to record; re-reading them after a failover is harmless.
             l.inbound_offset = last_offset;
         }
@@ -326,6 +342,90 @@ impl Instance {
             self.seek(offset);
         }
         self.settle_deliveries(l, false).await
+    }
+
+    /// Sequences one group of commands and records it (cut into journal messages); whether
+    /// anything was recorded.
+    ///
+    /// Optimistic: the group is sequenced as if every `bmi` were new — nearly all are — and the
+    /// record's transaction inserts them into `sequenced_bmi` (one pass over the unique index).
+    /// If one was sequenced before, nothing of the transaction stays: the group is sequenced
+    /// again from the same seq with PostgreSQL's answers (the original seq, or a conflict). A
+    /// group holding a retry therefore costs a second round; a look-up before every group would
+    /// cost a second pass over the index for every `bmi` (it cut the throughput to a third).
+    async fn sequence_and_record(
+        &self,
+        l: &mut Leader,
+        now: u64,
+        group: &[Command],
+        inbound_offset: i64,
+    ) -> Result<bool, LeadError> {
+        let bmis: Vec<Bmi> = group.iter().map(|c| c.bmi).collect();
+        let mut lookups: Vec<Lookup> =
+            bmis.iter().map(|b| Lookup { key: siphash24(l.hash_key, b.as_bytes()), known: None }).collect();
+        let seq_first = l.sequencer.seq_next();
+        let (mut entries, mut admissions) =
+            (Vec::with_capacity(group.len()), Vec::with_capacity(group.len()));
+        for attempt in 0..2 {
+            entries.clear();
+            admissions.clear();
+            l.sequencer.handle_commands(now, group.iter().cloned(), &lookups, &mut entries, &mut admissions);
+            if entries.is_empty() || self.record_frames(l, &entries, inbound_offset).await? {
+                break;
+            }
+            if attempt == 1 {
+                return Err(EngineError::Invariant(Invariant(format!(
+                    "seq {seq_first}: a bmi PostgreSQL did not know was sequenced already"
+                )))
+                .into());
+            }
+            // Nothing of it is durable or published: those seqs are stamped again.
+            l.sequencer.rewind(seq_first);
+            lookups = self.look_up(l.hash_key, &bmis).await?;
+            self.i.stats.bmi_rounds.fetch_add(1, Ordering::Relaxed);
+        }
+        self.refuse(&admissions, &bmis);
+        Ok(!entries.is_empty())
+    }
+
+    /// Records a group's entries cut into journal messages (the inbound offset with the last
+    /// only); false if the first was refused because a `bmi` of it was sequenced before.
+    async fn record_frames(
+        &self,
+        l: &mut Leader,
+        entries: &[Entry],
+        inbound_offset: i64,
+    ) -> Result<bool, LeadError> {
+        let ranges = frames::cut(entries, JOURNAL_MESSAGE_ENTRIES_MAX, frames::entry_bytes);
+        let (count, recorded) = (ranges.len(), l.inbound_offset);
+        for (k, range) in ranges.into_iter().enumerate() {
+            // A leader that dies after recording the first messages of a group lets its
+            // successor read those commands again (they then meet the index), never skip one.
+            let offset = if k + 1 == count { inbound_offset } else { recorded };
+            if !self.record_and_publish(l, &entries[range], offset).await? {
+                if k > 0 {
+                    return Err(EngineError::Invariant(Invariant(
+                        "a bmi of a group's later message was sequenced before its first was recorded".into(),
+                    ))
+                    .into());
+                }
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// What PostgreSQL knows of each of a group's `bmi`s (one query).
+    async fn look_up(&self, hash_key: [u64; 2], bmis: &[Bmi]) -> Result<Vec<Lookup>, EngineError> {
+        let mut distinct = bmis.to_vec();
+        distinct.sort_unstable_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+        distinct.dedup();
+        let store = &self.i.store;
+        let known = self.i.retry.get("bmi look-up", || store.known_bmis(&distinct)).await?;
+        Ok(bmis
+            .iter()
+            .map(|b| Lookup { key: siphash24(hash_key, b.as_bytes()), known: known.get(b).copied() })
+            .collect())
     }
 
     /// Conflicting `bmi`s are refused (DUPL) with a notice to their origin's participants. Best
@@ -362,13 +462,15 @@ impl Instance {
         }
     }
 
+    /// Records one journal message's entries (fenced) and publishes them; false, with nothing
+    /// recorded, if a `bmi` of them was sequenced before.
     async fn record_and_publish(
         &self,
         l: &mut Leader,
         entries: &[Entry],
         inbound_offset: i64,
-    ) -> Result<(), LeadError> {
-        let (Some(first), Some(last)) = (entries.first(), entries.last()) else { return Ok(()) };
+    ) -> Result<bool, LeadError> {
+        let (Some(first), Some(last)) = (entries.first(), entries.last()) else { return Ok(true) };
         let mut frames = Vec::with_capacity(entries.len() * 72);
         codec::encode_frame(entries, &mut frames);
         let batch = OutboxBatch { seq_first: first.seq, seq_last: last.seq, epoch: l.epoch, frames };
@@ -389,6 +491,7 @@ impl Instance {
             Err(StoreError::Fenced { epoch, seq_first }) => {
                 return Err(LeadError::Fenced { epoch, seq_first })
             }
+            Err(StoreError::BmiSequenced { .. }) => return Ok(false),
             Err(e) => return Err(EngineError::store(format!("recording seq {}", batch.seq_first), e).into()),
         }
         l.leased_at = Instant::now();
@@ -398,7 +501,7 @@ impl Instance {
         let frames = Arc::new(batch.frames);
         let delivery = self.send(batch.seq_first, &frames);
         l.in_flight.push_back(InFlight { seq_first: batch.seq_first, frames, delivery });
-        Ok(())
+        Ok(true)
     }
 
     /// Collects the broker's confirmations in order (republishing a failed one), and every
@@ -441,33 +544,29 @@ impl Instance {
     }
 }
 
-/// Rebuilds the sequencer's `bmi` window from the recorded batches up to `last_seq`, checking
-/// that they are gap-free and end where the sequencer row says.
-fn recover(sequencer: &mut Sequencer, batches: &[OutboxBatch], last_seq: Seq) -> Result<(), Invariant> {
+/// Resumes the sequencer after the last recorded batch (read back from the outbox): seqs and
+/// time go on from its last entry, which must be the sequencer row's `last_seq`.
+fn resume(sequencer: &mut Sequencer, batches: &[OutboxBatch], last_seq: Seq) -> Result<(), Invariant> {
     let mut entries = Vec::new();
     for b in batches {
         codec::decode_frames(&b.frames, &mut entries)
             .map_err(|e| Invariant(format!("recorded batch {} does not decode: {e}", b.seq_first)))?;
     }
-    let Some(first) = entries.first() else {
-        return Err(Invariant(format!("the outbox holds no batch up to recorded seq {last_seq}")));
+    let Some(last) = entries.last().filter(|e| e.seq == last_seq) else {
+        return Err(Invariant(format!("the outbox holds no entry at recorded seq {last_seq}")));
     };
-    sequencer.resume_at(first.seq, 0, 0);
-    for e in &entries {
-        if e.seq != sequencer.seq_next() {
-            return Err(Invariant(format!(
-                "the outbox is not gap-free at seq {} (expected {})",
-                e.seq,
-                sequencer.seq_next()
-            )));
-        }
-        sequencer.recover(e);
-    }
-    if sequencer.seq_next() != last_seq + 1 {
-        return Err(Invariant(format!(
-            "the outbox ends at seq {} but the sequencer row says {last_seq}",
-            sequencer.seq_next() - 1
-        )));
-    }
+    sequencer.resume_at(last_seq + 1, 0, last.timestamp_us);
     Ok(())
+}
+
+/// A fresh random SipHash key, from the standard library's per-process random state.
+fn random_key() -> [u64; 2] {
+    use std::hash::{BuildHasher, Hasher};
+    let state = std::collections::hash_map::RandomState::new();
+    let half = |salt: u64| {
+        let mut h = state.build_hasher();
+        h.write_u64(salt);
+        h.finish()
+    };
+    [half(1), half(2)]
 }

@@ -32,6 +32,8 @@ pub struct SequencerStats {
     pub seq_sequenced: AtomicU64,
     pub refusals: AtomicU64,
     pub malformed_inbound: AtomicU64,
+    /// Groups sequenced a second time because a `bmi` in them was sequenced before.
+    pub bmi_rounds: AtomicU64,
     /// Entries sequenced as leader, idle ticks included (metrics).
     pub entries: AtomicU64,
 }
@@ -128,7 +130,7 @@ impl Status {
         map.insert("leader".into(), q.leader.load(Ordering::Relaxed).into());
         map.insert("halted".into(), c.halted.into());
         map.insert("metrics_listen".into(), self.metrics_listen.get().map(|a| a.to_string()).into());
-        let fields: [(&str, Value); 17] = [
+        let fields: [(&str, Value); 18] = [
             ("epoch", load(&q.epoch)),
             ("takeovers", load(&q.takeovers)),
             ("seq_sequenced", load(&q.seq_sequenced)),
@@ -144,6 +146,7 @@ impl Status {
             ("batches_committed", load(&self.commits.batches_committed)),
             ("pg_retries", load(&self.pg_retries)),
             ("malformed_inbound", load(&q.malformed_inbound)),
+            ("bmi_rounds", load(&q.bmi_rounds)),
             ("reacks", c.stats.reacks.into()),
             ("ack_rewinds", c.stats.ack_rewinds.into()),
         ];

@@ -6,7 +6,9 @@
 //! * [`migrate`] — applies `migrations/` (embedded at build time) forward-only, once per file,
 //!   under an advisory lock; creates databases.
 //! * [`sequencer_store`] — the sequencer's durable-before-publish outbox with the fenced
-//!   conditional update of the one sequencer row; leader takeover (epoch bump, unpublished rows).
+//!   conditional update of the one sequencer row and every `bmi` ever sequenced (a unique index,
+//!   written in the batch's transaction, looked up per batch); leader takeover (epoch bump,
+//!   unpublished rows, `bmi` backfill of older databases).
 //! * [`center_store`] — one center's transaction per commit of the core's `Center` (applied
 //!   entries by binary COPY, changed balances and holds by UNNEST, finality ranges, watermark and
 //!   stream positions) and its restore.
@@ -39,6 +41,8 @@ pub enum StoreError {
     OutOfOrder { seq_first: u64, seq_applied: u64 },
     #[error("stored data is inconsistent: {0}")]
     Corrupt(String),
+    #[error("a bmi of the batch starting at seq {seq_first} is already sequenced (unique index sequenced_bmi): {detail}")]
+    BmiSequenced { seq_first: u64, detail: String },
 }
 
 /// A pool for `dbname` on the given server (`host`, `port`, `user`, `password`).

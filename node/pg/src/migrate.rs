@@ -17,6 +17,7 @@ pub enum Schema {
 const SEQUENCER: &[(&str, &str)] = &[
     ("0001_init", include_str!("../../../migrations/sequencer/0001_init.sql")),
     ("0002_outbox_uncompressed", include_str!("../../../migrations/sequencer/0002_outbox_uncompressed.sql")),
+    ("0003_sequenced_bmi", include_str!("../../../migrations/sequencer/0003_sequenced_bmi.sql")),
 ];
 const CENTER: &[(&str, &str)] = &[
     ("0001_init", include_str!("../../../migrations/center/0001_init.sql")),

@@ -1,16 +1,22 @@
 //! The sequencer's durable state (database `rtgs_seq`): durable before publish, fenced by epoch.
 //!
 //! Per batch, one transaction advances the single `sequencer` row with a conditional update —
-//! `WHERE epoch = $epoch AND last_seq = $seq_first - 1` — and inserts the batch's frames into
-//! `journal_outbox`. Zero rows updated means another leader took over (or a batch is missing):
-//! the caller gets [`StoreError::Fenced`] and must step down. Seqs are never burnt: a failed
-//! transaction leaves `last_seq` where it was. A new leader calls [`SequencerStore::take_over`],
-//! which bumps the epoch (fencing the old leader) and returns what was recorded but not published.
+//! `WHERE epoch = $epoch AND last_seq = $seq_first - 1` — inserts the batch's frames into
+//! `journal_outbox` and the batch's `bmi`s into `sequenced_bmi` (unique: a `bmi` is sequenced at
+//! most once, ever; migration `0003`). Zero rows updated means another leader took over (or a
+//! batch is missing): the caller gets [`StoreError::Fenced`] and must step down. Seqs are never
+//! burnt: a failed transaction leaves `last_seq` where it was. A new leader calls
+//! [`SequencerStore::take_over`], which bumps the epoch (fencing the old leader) and returns what
+//! was recorded but not published; [`SequencerStore::backfill_bmis`] indexes batches recorded
+//! before `sequenced_bmi` existed. Before sequencing a batch the leader asks
+//! [`SequencerStore::known_bmis`] which of its `bmi`s were sequenced before.
 
 use crate::StoreError;
 use deadpool_postgres::Pool;
 use rtgs_core::codec;
-use rtgs_core::entry::Seq;
+use rtgs_core::entry::{Bmi, Entry, Seq};
+use rtgs_core::sequencer::{sha256_of, Content, Known};
+use std::collections::HashMap;
 
 /// One recorded batch.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -31,6 +37,9 @@ pub struct Takeover {
     pub inbound_offset: i64,
     /// Recorded but not yet marked published, in seq order: publish these first.
     pub unpublished: Vec<OutboxBatch>,
+    /// Batches up to this seq have their `bmi`s in `sequenced_bmi` (below `last_seq` only in a
+    /// database that recorded batches before migration 0003: see [`SequencerStore::backfill_bmis`]).
+    pub bmi_through: Seq,
 }
 
 pub struct SequencerStore {
@@ -54,6 +63,11 @@ fn row_to_batch(r: &tokio_postgres::Row) -> Result<OutboxBatch, StoreError> {
 
 /// Checked again after reading back: the frames decode and hold exactly `seq_first..=seq_last`.
 fn check_frames(b: &OutboxBatch) -> Result<(), StoreError> {
+    decode_batch(b).map(|_| ())
+}
+
+/// The batch's entries, checked as [`check_frames`] says.
+fn decode_batch(b: &OutboxBatch) -> Result<Vec<Entry>, StoreError> {
     let mut entries = Vec::new();
     codec::decode_frames(&b.frames, &mut entries)
         .map_err(|e| StoreError::Corrupt(format!("outbox batch {}: {e}", b.seq_first)))?;
@@ -64,7 +78,48 @@ fn check_frames(b: &OutboxBatch) -> Result<(), StoreError> {
             b.seq_first, b.seq_first, b.seq_last
         )));
     }
+    Ok(entries)
+}
+
+/// The `sequenced_bmi` rows of some entries: `bmi`, seq, SHA-256 of the payload.
+struct BmiRows {
+    bmis: Vec<Vec<u8>>,
+    seqs: Vec<i64>,
+    contents: Vec<Vec<u8>>,
+}
+
+impl BmiRows {
+    fn of(entries: &[Entry]) -> Result<BmiRows, StoreError> {
+        let mut rows = BmiRows { bmis: Vec::new(), seqs: Vec::new(), contents: Vec::new() };
+        for e in entries.iter().filter(|e| !e.bmi.is_none()) {
+            rows.bmis.push(e.bmi.as_bytes().to_vec());
+            rows.seqs.push(to_i64(e.seq)?);
+            rows.contents.push(sha256_of(&e.payload).to_vec());
+        }
+        Ok(rows)
+    }
+}
+
+/// Inserts `sequenced_bmi` rows; `on_conflict` is the statement's conflict clause.
+const INSERT_BMIS: &str = "INSERT INTO sequenced_bmi (bmi, seq, content)
+      SELECT * FROM unnest($1::bytea[], $2::bigint[], $3::bytea[])";
+
+async fn copy_bmis(tx: &deadpool_postgres::Transaction<'_>, rows: &BmiRows) -> Result<(), StoreError> {
+    use tokio_postgres::binary_copy::BinaryCopyInWriter;
+    use tokio_postgres::types::{ToSql, Type};
+    let sink = tx.copy_in("COPY sequenced_bmi (bmi, seq, content) FROM STDIN BINARY").await?;
+    let writer = BinaryCopyInWriter::new(sink, &[Type::BYTEA, Type::INT8, Type::BYTEA]);
+    futures_util::pin_mut!(writer);
+    for ((bmi, seq), content) in rows.bmis.iter().zip(&rows.seqs).zip(&rows.contents) {
+        let row: [&(dyn ToSql + Sync); 3] = [bmi, seq, content];
+        writer.as_mut().write(&row).await?;
+    }
+    writer.finish().await?;
     Ok(())
+}
+
+fn is_unique_violation(e: &tokio_postgres::Error) -> bool {
+    e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION)
 }
 
 impl SequencerStore {
@@ -91,22 +146,105 @@ impl SequencerStore {
                 &[],
             )
             .await?;
+        let bmi_through = tx.query_one("SELECT bmi_through FROM sequencer WHERE id = 1", &[]).await?;
         tx.commit().await?;
         let epoch = u32::try_from(row.get::<_, i64>(0)).map_err(|_| StoreError::Corrupt("epoch".into()))?;
         let unpublished = rows.iter().map(row_to_batch).collect::<Result<Vec<_>, _>>()?;
-        Ok(Takeover { epoch, last_seq: row.get::<_, i64>(1) as u64, inbound_offset: row.get(2), unpublished })
+        Ok(Takeover {
+            epoch,
+            last_seq: row.get::<_, i64>(1) as u64,
+            inbound_offset: row.get(2),
+            unpublished,
+            bmi_through: bmi_through.get::<_, i64>(0) as u64,
+        })
     }
 
-    /// Records one batch durably (before it may be published). `Err(Fenced)` means: step down.
+    /// Indexes the `bmi`s of recorded batches after `bmi_through` (a database that recorded
+    /// batches before `sequenced_bmi` existed), a few batches per transaction, fenced by
+    /// `epoch`; returns the rows added. The first entry of a `bmi` is the one kept.
+    pub async fn backfill_bmis(
+        &self,
+        epoch: u32,
+        bmi_through: Seq,
+        last_seq: Seq,
+    ) -> Result<u64, StoreError> {
+        const BATCHES_PER_TRANSACTION: i64 = 16;
+        let mut through = bmi_through;
+        let mut added = 0;
+        while through < last_seq {
+            let mut client = self.pool.get().await?;
+            let tx = client.transaction().await?;
+            let rows = tx
+                .query(
+                    "SELECT seq_first, seq_last, epoch, frames FROM journal_outbox
+                      WHERE seq_last > $1 ORDER BY seq_first LIMIT $2",
+                    &[&to_i64(through)?, &BATCHES_PER_TRANSACTION],
+                )
+                .await?;
+            let batches = rows.iter().map(row_to_batch).collect::<Result<Vec<_>, _>>()?;
+            let Some(last) = batches.last().map(|b| b.seq_last) else {
+                return Err(StoreError::Corrupt(format!("the outbox ends before recorded seq {last_seq}")));
+            };
+            let mut entries = Vec::new();
+            for b in &batches {
+                entries.extend(decode_batch(b)?.into_iter().filter(|e| e.seq > through));
+            }
+            let r = BmiRows::of(&entries)?;
+            let insert = format!("{INSERT_BMIS} ORDER BY 2 ON CONFLICT (bmi) DO NOTHING");
+            added += tx.execute(insert.as_str(), &[&r.bmis, &r.seqs, &r.contents]).await?;
+            let n = tx
+                .execute(
+                    "UPDATE sequencer SET bmi_through = $1 WHERE id = 1 AND epoch = $2",
+                    &[&to_i64(last)?, &i64::from(epoch)],
+                )
+                .await?;
+            if n != 1 {
+                return Err(StoreError::Fenced { epoch, seq_first: through + 1 });
+            }
+            tx.commit().await?;
+            through = last;
+        }
+        Ok(added)
+    }
+
+    /// What was sequenced before under each of these `bmi`s (absent: never). One query per
+    /// batch, answered by the unique index.
+    pub async fn known_bmis(&self, bmis: &[Bmi]) -> Result<HashMap<Bmi, Known>, StoreError> {
+        let mut known = HashMap::new();
+        if bmis.is_empty() {
+            return Ok(known);
+        }
+        let keys: Vec<&[u8]> = bmis.iter().map(Bmi::as_bytes).collect();
+        let client = self.pool.get().await?;
+        let rows = client
+            .query("SELECT bmi, seq, content FROM sequenced_bmi WHERE bmi = ANY($1::bytea[])", &[&keys])
+            .await?;
+        for r in rows {
+            let bmi = Bmi::new(r.get::<_, &[u8]>(0))
+                .map_err(|e| StoreError::Corrupt(format!("sequenced_bmi: {e}")))?;
+            let content: [u8; 32] = r
+                .get::<_, &[u8]>(2)
+                .try_into()
+                .map_err(|_| StoreError::Corrupt("sequenced_bmi: a content digest is not 32 bytes".into()))?;
+            known.insert(bmi, Known { seq: r.get::<_, i64>(1) as u64, content: Content::Sha256(content) });
+        }
+        Ok(known)
+    }
+
+    /// Records one batch durably (before it may be published), its `bmi`s in the same
+    /// transaction. `Err(Fenced)` means: step down; `Err(BmiSequenced)`: a `bmi` of the batch
+    /// was sequenced before, nothing was recorded — the leader sequences the batch again with
+    /// [`SequencerStore::known_bmis`]' answers.
     pub async fn record_batch(&self, batch: &OutboxBatch, inbound_offset: i64) -> Result<(), StoreError> {
-        check_frames(batch)?;
+        let bmis = BmiRows::of(&decode_batch(batch)?)?;
         let (first, last) = (to_i64(batch.seq_first)?, to_i64(batch.seq_last)?);
         let epoch = i64::from(batch.epoch);
         let mut client = self.pool.get().await?;
         let tx = client.transaction().await?;
         let n = tx
             .execute(
-                "UPDATE sequencer SET last_seq = $1, inbound_offset = $2, updated_at = now()
+                "UPDATE sequencer SET last_seq = $1, inbound_offset = $2, updated_at = now(),
+                        bmi_through = CASE WHEN bmi_through = $4 THEN $1 ELSE bmi_through END
                   WHERE id = 1 AND epoch = $3 AND last_seq = $4",
                 &[&last, &inbound_offset, &epoch, &(first - 1)],
             )
@@ -120,6 +258,19 @@ impl SequencerStore {
             &[&first, &last, &epoch, &batch.frames],
         )
         .await?;
+        if !bmis.bmis.is_empty() {
+            // One pass over the unique index, by binary COPY (an INSERT ... ON CONFLICT cost three
+            // times as much here): a bmi already there fails the COPY, and nothing of the
+            // transaction stays (dropping it rolls it back).
+            if let Err(e) = copy_bmis(&tx, &bmis).await {
+                return Err(match e {
+                    StoreError::Pg(pg) if is_unique_violation(&pg) => {
+                        StoreError::BmiSequenced { seq_first: batch.seq_first, detail: pg.to_string() }
+                    }
+                    other => other,
+                });
+            }
+        }
         tx.commit().await?;
         Ok(())
     }

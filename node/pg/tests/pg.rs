@@ -241,3 +241,113 @@ async fn center_commits_batches_atomically_restores_and_never_applies_twice() {
         .unwrap_or(-1);
     assert!(n > 0 && n == r.get::<_, i64>(2), "the oversized transfers are stored as AM04 rejections");
 }
+
+/// A batch of transfers under the given bmis (amount 1 + i), as the leader records it.
+fn transfers(seq_first: u64, bmis: &[&str], epoch: u32) -> (OutboxBatch, Vec<Entry>) {
+    let entries: Vec<Entry> = bmis
+        .iter()
+        .enumerate()
+        .map(|(i, b)| Entry {
+            seq: seq_first + i as u64,
+            epoch,
+            timestamp_us: 7,
+            origin: CenterId(1),
+            bmi: Bmi::new(b.as_bytes()).unwrap_or_else(|_| unreachable!()),
+            payload: Payload::Transfer(Transfer {
+                debtor: AccountId(1),
+                creditor: AccountId(2),
+                amount_minor: 1 + i as u64,
+                currency: eur(),
+            }),
+        })
+        .collect();
+    let mut frames = Vec::new();
+    codec::encode_frame(&entries, &mut frames);
+    let seq_last = seq_first + entries.len() as u64 - 1;
+    (OutboxBatch { seq_first, seq_last, epoch, frames }, entries)
+}
+
+/// Every bmi ever recorded is known, whatever its age and across a takeover: the unique index
+/// answers the leader's look-up with the original seq and content digest, refuses a batch that
+/// would record a bmi twice (nothing of it is written), and a database from before the index is
+/// backfilled from the outbox.
+#[tokio::test]
+async fn every_bmi_ever_recorded_is_known_and_never_recorded_twice() {
+    use rtgs_core::sequencer::{sha256_of, Admission, Content, Lookup, Sequencer};
+    let store = SequencerStore::new(fresh("rtgs_test_sequenced_bmi", Schema::Sequencer).await);
+    let a = store.take_over("DC1").await.unwrap_or_else(|e| panic!("{e}"));
+    let (first, first_entries) = transfers(1, &["OLD-1", "OLD-2"], a.epoch);
+    store.record_batch(&first, 0).await.unwrap_or_else(|e| panic!("{e}"));
+    // Far more history than any window: 300 batches of 100 bmis each.
+    let mut seq = 3;
+    for k in 0..300 {
+        let names: Vec<String> = (0..100).map(|i| format!("N{k}-{i}")).collect();
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let (b, _) = transfers(seq, &refs, a.epoch);
+        store.record_batch(&b, k + 1).await.unwrap_or_else(|e| panic!("{e}"));
+        seq = b.seq_last + 1;
+    }
+    let b = store.take_over("DC2").await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((b.last_seq, b.bmi_through), (seq - 1, seq - 1), "indexed with every batch");
+
+    let old = Bmi::new(b"OLD-2").unwrap_or_else(|_| unreachable!());
+    let unknown = Bmi::new(b"NEVER").unwrap_or_else(|_| unreachable!());
+    let known = store.known_bmis(&[old, unknown]).await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(known.len(), 1);
+    let k = known[&old];
+    assert_eq!((k.seq, k.content), (2, Content::Sha256(sha256_of(&first_entries[1].payload))));
+
+    // The new leader's core answers with those look-ups: the original seq, or a conflict.
+    let mut sequencer = Sequencer::new(CenterId(2), 0);
+    sequencer.resume_at(seq, 0, 7);
+    sequencer.begin_epoch(b.epoch);
+    let (_, retry) = transfers(0, &["OLD-2", "OLD-2"], b.epoch);
+    let mut conflicting = retry[1].clone();
+    conflicting.payload = first_entries[0].payload.clone();
+    let commands = vec![
+        rtgs_core::entry::Command {
+            origin: CenterId(3),
+            bmi: old,
+            payload: first_entries[1].payload.clone(),
+        },
+        rtgs_core::entry::Command { origin: CenterId(3), bmi: old, payload: conflicting.payload },
+    ];
+    let lookups = [Lookup { key: 1, known: Some(k) }, Lookup { key: 1, known: Some(k) }];
+    let (mut entries, mut admissions) = (Vec::new(), Vec::new());
+    sequencer.handle_commands(9, commands, &lookups, &mut entries, &mut admissions);
+    assert_eq!(admissions, vec![Admission::Duplicate(2), Admission::Conflict(2)]);
+    assert!(entries.is_empty());
+
+    // Recording a known bmi again is refused by the unique index, and nothing of that batch
+    // is written.
+    let (again, _) = transfers(seq, &["FRESH", "OLD-1"], b.epoch);
+    match store.record_batch(&again, 999).await {
+        Err(StoreError::BmiSequenced { seq_first, .. }) => assert_eq!(seq_first, seq),
+        other => panic!("a bmi recorded twice: {other:?}"),
+    }
+    let c = store.take_over("DC3").await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.last_seq, seq - 1, "the refused batch left nothing");
+    let fresh_bmi = Bmi::new(b"FRESH").unwrap_or_else(|_| unreachable!());
+    assert!(store.known_bmis(&[fresh_bmi]).await.unwrap_or_else(|e| panic!("{e}")).is_empty());
+
+    // A database from before the index: the takeover's backfill indexes the outbox again.
+    let pool = fresh_pool("rtgs_test_sequenced_bmi").await;
+    let client = pool.get().await.unwrap_or_else(|e| panic!("{e}"));
+    client.execute("DELETE FROM sequenced_bmi WHERE seq > 2", &[]).await.unwrap_or_else(|e| panic!("{e}"));
+    client.execute("UPDATE sequencer SET bmi_through = 2", &[]).await.unwrap_or_else(|e| panic!("{e}"));
+    let d = store.take_over("DC1").await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(d.bmi_through, 2);
+    let added =
+        store.backfill_bmis(d.epoch, d.bmi_through, d.last_seq).await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(added, 30_000);
+    let n = Bmi::new(b"N299-99").unwrap_or_else(|_| unreachable!());
+    assert_eq!(store.known_bmis(&[n]).await.unwrap_or_else(|e| panic!("{e}"))[&n].seq, seq - 1);
+    let e = store.take_over("DC2").await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(e.bmi_through, e.last_seq, "backfilled through the last batch");
+}
+
+/// Another pool on a test database that already exists.
+async fn fresh_pool(name: &str) -> deadpool_postgres::Pool {
+    let s = dev::PgSettings::from_env();
+    rtgs_pg::pool(&s.host, s.port, &s.user, &s.password, name, 1).unwrap_or_else(|e| panic!("{e}"))
+}

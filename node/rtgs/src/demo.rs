@@ -45,6 +45,11 @@ pub struct DemoArgs {
     /// Default: a temporary directory, removed at the end.
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
+    /// A second copy of the journal (e.g. on another disk): every sync group is durable in both
+    /// before any center sees it, and a frame damaged in one copy is repaired from the other at
+    /// start (counted in the report).
+    #[arg(long)]
+    pub journal_mirror: Option<PathBuf>,
     /// Print the report as one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
@@ -118,6 +123,36 @@ struct CollectionJson {
     plugin_state_consistent: bool,
 }
 
+/// What the start found in the journal.
+#[derive(Serialize)]
+struct JournalJson {
+    /// Torn tail cut at start (bytes past the durable end).
+    truncated_bytes: u64,
+    /// Frames repaired from the other copy at start (with `--journal-mirror`).
+    repaired_frames: u64,
+    repaired_bytes: u64,
+    /// The first repairs: file, offset, bytes, what was there.
+    repairs: Vec<String>,
+    mirror: Option<String>,
+}
+
+/// The sequencer's index of every `bmi` ever sequenced.
+#[derive(Serialize)]
+struct BmiIndexJson {
+    lookups: u64,
+    filter_positives: u64,
+    recent_hits: u64,
+    old_hits: u64,
+    journal_reads: u64,
+    run_block_reads: u64,
+    runs: u64,
+    run_entries: u64,
+    merges: u64,
+    filter_generations: u64,
+    filter_mib: f64,
+    replayed_at_open: u64,
+}
+
 #[derive(Serialize)]
 struct Report {
     submitted: u64,
@@ -144,6 +179,8 @@ struct Report {
     errors: Vec<String>,
     peak_rss_mib: f64,
     data_dir: String,
+    journal: JournalJson,
+    bmi_index: BmiIndexJson,
     #[serde(skip_serializing_if = "Option::is_none")]
     collection: Option<CollectionJson>,
 }
@@ -163,12 +200,14 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let mut config = ClusterConfig::new(&data_dir);
+    config.journal_mirror = args.journal_mirror.clone();
     config.centers = args.centers;
     config.checkpoint_interval_entries = args.checkpoint_interval.max(1);
     let plugins = args.plugins()?;
     let cluster = crate::serve::start_cluster(&config, &plugins)
         .with_context(|| format!("starting the cluster in {}", data_dir.display()))?;
     let resumed_from = cluster.recovery().journal.seq_last;
+    let journal = journal_json(&args, &cluster.recovery().journal);
     if !args.json {
         eprintln!(
             "rtgs demo: {} centers, data dir {}{}, journal resumes after seq {resumed_from}, epoch {}",
@@ -177,6 +216,12 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
             if temporary { " (temporary)" } else { "" },
             cluster.recovery().epoch
         );
+        if journal.truncated_bytes > 0 || journal.repaired_frames > 0 {
+            eprintln!(
+                "rtgs demo: journal: torn tail of {} bytes cut, {} frames ({} bytes) repaired from the other copy",
+                journal.truncated_bytes, journal.repaired_frames, journal.repaired_bytes
+            );
+        }
     }
     let sweep = match &plugins.collection {
         Some(c) => Some(sweep_cycle(&args, &cluster, c).context("collection sweep cycle")?),
@@ -188,7 +233,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         let _ = std::fs::remove_dir_all(&data_dir);
     }
     let run = outcome?;
-    let mut report = build_report(&args, run, &cluster_report, resumed_from, &data_dir);
+    let mut report = build_report(&args, run, &cluster_report, resumed_from, &data_dir, journal);
     if let (Some(s), Some(c)) = (sweep, &plugins.collection) {
         report.collection = Some(collection_json(c, s, &cluster_report));
     }
@@ -437,6 +482,7 @@ fn build_report(
     cluster: &ClusterReport,
     resumed_from: u64,
     data_dir: &std::path::Path,
+    journal: JournalJson,
 ) -> Report {
     let first = cluster.centers.first();
     let consistent = cluster.centers.len() == args.centers
@@ -497,7 +543,42 @@ fn build_report(
         errors: cluster.errors.clone(),
         peak_rss_mib: (rss_peak_mib() * 10.0).round() / 10.0,
         data_dir: data_dir.display().to_string(),
+        journal,
+        bmi_index: bmi_index_json(&cluster.bmi_index),
         collection: None,
+    }
+}
+
+fn journal_json(args: &DemoArgs, tail: &rtgs_embedded::journal::JournalTail) -> JournalJson {
+    JournalJson {
+        truncated_bytes: tail.truncated_bytes,
+        repaired_frames: tail.repaired_frames,
+        repaired_bytes: tail.repaired_bytes,
+        repairs: tail
+            .repairs
+            .iter()
+            .map(|r| {
+                format!("{} at byte {} ({} bytes): was {}", r.path.display(), r.offset, r.bytes, r.found)
+            })
+            .collect(),
+        mirror: args.journal_mirror.as_ref().map(|m| m.display().to_string()),
+    }
+}
+
+fn bmi_index_json(s: &rtgs_embedded::bmi_index::BmiIndexStats) -> BmiIndexJson {
+    BmiIndexJson {
+        lookups: s.lookups,
+        filter_positives: s.filter_positives,
+        recent_hits: s.recent_hits,
+        old_hits: s.old_hits,
+        journal_reads: s.journal_reads,
+        run_block_reads: s.run_block_reads,
+        runs: s.runs,
+        run_entries: s.run_entries,
+        merges: s.merges,
+        filter_generations: s.filter_generations,
+        filter_mib: (s.filter_bytes as f64 / (1 << 20) as f64 * 10.0).round() / 10.0,
+        replayed_at_open: s.replayed_at_open,
     }
 }
 
@@ -621,6 +702,17 @@ fn print_human(r: &Report) {
     println!("  consistent         {}", r.consistent);
     println!("  conserved          {}", r.conserved);
     println!("  peak RSS           {:.1} MiB", r.peak_rss_mib);
+    let b = &r.bmi_index;
+    println!(
+        "  bmi index          {} look-ups, {} filter positives ({} recent, {} old hits), {} runs holding {} bmis, filter {:.1} MiB",
+        b.lookups, b.filter_positives, b.recent_hits, b.old_hits, b.runs, b.run_entries, b.filter_mib
+    );
+    if r.journal.truncated_bytes > 0 || r.journal.repaired_frames > 0 {
+        println!(
+            "  journal at start   torn tail of {} bytes cut, {} frames repaired",
+            r.journal.truncated_bytes, r.journal.repaired_frames
+        );
+    }
     if let Some(c) = &r.collection {
         println!("  collection (chain simulator, {} wallets, {} relayers):", c.wallets, c.relayers);
         println!("    deposits queued    {:>12}  in {:.3} s", c.deposits, c.deposits_queued_s);

@@ -38,6 +38,10 @@ pub struct ServeArgs {
     /// Journal and checkpoints; kept, and a later run resumes from it.
     #[arg(long, default_value = "rtgs-data")]
     pub data_dir: PathBuf,
+    /// A second copy of the journal (another disk): written and synced with the first; a frame
+    /// damaged in one copy is repaired from the other at start.
+    #[arg(long)]
+    pub journal_mirror: Option<PathBuf>,
     /// The API listens on 127.0.0.1:8080+PORT_OFFSET.
     #[arg(long, env = "PORT_OFFSET", default_value_t = 0)]
     pub port_offset: u16,
@@ -71,8 +75,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
 
     let plugins =
         args.plugins.config(CollectionConfig { wallets: 1_000, relayers: 16, ..Default::default() })?;
-    let cluster =
-        start_cluster(&ClusterConfig::new(&args.data_dir), &plugins).context("starting the cluster")?;
+    let mut config = ClusterConfig::new(&args.data_dir);
+    config.journal_mirror = args.journal_mirror.clone();
+    let cluster = start_cluster(&config, &plugins).context("starting the cluster")?;
     let api = start_api(&cluster, &plugins, credentials);
     let fresh = cluster.recovery().journal.seq_last == 0;
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;

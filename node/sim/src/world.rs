@@ -112,9 +112,6 @@ impl World {
         let level = usize::from(config.fault_level.min(3));
         let fault_steps = FAULT_STEPS_PER_COMMAND * clients.len() as u64 + 1_000;
         let plan = Plan::new(&mut prng, level, config.centers, fault_steps);
-        // Larger than the workload plus its ticks (and plugin entries): the dedupe never
-        // forgets within a run.
-        let dedupe_window = 4 * clients.len() + 4_096 + if plugins.is_some() { 1 << 16 } else { 0 };
         let mut world = World {
             config: *config,
             prng,
@@ -128,7 +125,7 @@ impl World {
                 Verify::Checksums
             },
             clients,
-            sequencer: SequencerNode::new(dedupe_window),
+            sequencer: SequencerNode::new(),
             centers: (0..config.centers).map(|i| SimCenter::new(CenterId::from_index(i))).collect(),
             network: Network::default(),
             acks: AckStream::default(),

@@ -30,10 +30,20 @@ impl AckBook {
         }
     }
 
-    /// A message read at `position` whose acks go up to `seq_max`.
+    /// A message read at `position` whose acks go up to `seq_max`. Positions normally go
+    /// forward; one read again out of order (a broker that delivers a message twice, a seek
+    /// racing a prefetch) still takes its place in order, so the resume position never skips it.
     pub fn read(&mut self, position: u64, seq_max: Seq) {
-        debug_assert!(self.open.back().is_none_or(|&(p, _)| p < position), "positions go forward");
-        self.open.push_back((position, seq_max));
+        match self.open.back() {
+            Some(&(p, _)) if p >= position => {
+                let at = self.open.partition_point(|&(p, _)| p < position);
+                match self.open.get_mut(at) {
+                    Some(slot) if slot.0 == position => slot.1 = slot.1.max(seq_max),
+                    _ => self.open.insert(at, (position, seq_max)),
+                }
+            }
+            _ => self.open.push_back((position, seq_max)),
+        }
         self.next = self.next.max(position + 1);
     }
 
@@ -102,5 +112,24 @@ impl AckBook {
         }
         self.stall_rewound_at = Some(self.next);
         Some(self.resume_position())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::AckBook;
+
+    #[test]
+    fn a_message_read_out_of_order_keeps_its_place() {
+        let mut book = AckBook::new(0, 0, 1);
+        book.read(3, 10);
+        book.read(5, 12);
+        book.read(1, 9); // read again, out of order
+        book.read(5, 12); // twice
+        assert_eq!(book.resume_position(), 1);
+        assert_eq!(book.open.iter().map(|&(p, _)| p).collect::<Vec<_>>(), vec![1, 3, 5]);
+        book.finality_at(10, 0);
+        assert_eq!(book.resume_position(), 3, "messages wholly final close in order");
+        assert_eq!(book.next, 6);
     }
 }

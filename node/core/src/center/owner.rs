@@ -1,36 +1,64 @@
 //! The plugin owner failure detector (see the center's module docs): watches how far each
-//! center's acks went and when they last advanced, as read from the ack stream.
+//! center's acks went and since when each has stood behind the others, as read from the ack
+//! stream.
 
 use crate::entry::{CenterId, Command, Payload, PluginKind, Seq};
 use crate::plugin_host::{PluginHost, SetOwner};
 
 pub(super) struct OwnerDetector {
-    /// Per center: the highest seq acked and when it last advanced.
-    seen: Vec<(Seq, u64)>,
+    /// Per center: the highest seq acked, and since when it has stood behind the frontier
+    /// (`None`: caught up).
+    seen: Vec<(Seq, Option<u64>)>,
+    /// The highest seq any center acked (or this one committed).
+    frontier: Seq,
     /// The terms proposed per plugin, and when (proposed again only after twice the silence).
     proposed: Vec<(PluginKind, u32, u64)>,
 }
 
+/// **Decision: silence is standing behind, not standing still.** A center is silent once it has
+/// stood behind what another center acked for the whole silence period. When nothing is
+/// sequenced (no leader for a while, idle ticks off) nobody advances and nobody is silent; when
+/// entries flow again the first center to ack does not take the others for silent, they had
+/// caught up (found by a drill: two centers proposed themselves after a leader change).
 impl OwnerDetector {
-    pub fn new(center_count: usize, now_us: u64) -> Self {
-        OwnerDetector { seen: vec![(0, now_us); center_count], proposed: Vec::new() }
+    pub fn new(center_count: usize, _now_us: u64) -> Self {
+        OwnerDetector { seen: vec![(0, None); center_count], frontier: 0, proposed: Vec::new() }
     }
 
     pub fn acked(&mut self, center: CenterId, seq_max: Seq, now_us: u64) {
         if let Some(seen) = self.seen.get_mut(center.index()) {
             if seq_max > seen.0 {
-                *seen = (seq_max, now_us);
+                // It moved: behind from now on if still short of the frontier.
+                *seen = (seq_max, (seq_max < self.frontier).then_some(now_us));
+            }
+        }
+        self.advance_frontier(seq_max, now_us);
+    }
+
+    fn advance_frontier(&mut self, seq: Seq, now_us: u64) {
+        if seq <= self.frontier {
+            return;
+        }
+        self.frontier = seq;
+        for seen in &mut self.seen {
+            if seen.0 < seq && seen.1.is_none() {
+                seen.1 = Some(now_us);
             }
         }
     }
 
     /// The earliest time a center can turn silent.
     pub fn next_check_us(&self, silence_us: u64) -> u64 {
-        self.seen.iter().map(|&(_, since)| since.saturating_add(silence_us)).min().unwrap_or(u64::MAX)
+        self.seen
+            .iter()
+            .filter_map(|&(_, behind)| behind)
+            .map(|t| t.saturating_add(silence_us))
+            .min()
+            .unwrap_or(u64::MAX)
     }
 
     /// A proposal of `me` as the owner of a plugin whose owner is silent, if `me` is the
-    /// lowest-numbered other center whose acks still advance and it has not just proposed it.
+    /// lowest-numbered other center not silent and it has not just proposed it.
     pub fn check(
         &mut self,
         me: CenterId,
@@ -39,18 +67,19 @@ impl OwnerDetector {
         now_us: u64,
         silence_us: u64,
     ) -> Option<Command> {
+        self.advance_frontier(seq_committed, now_us);
         if !host.is_live() {
             return None;
         }
-        let advancing = |seen: &(Seq, u64)| now_us < seen.1.saturating_add(silence_us);
+        let silent =
+            |seen: &(Seq, Option<u64>)| seen.1.is_some_and(|t| now_us >= t.saturating_add(silence_us));
         for kind in host.kinds() {
             let Some((owner, term)) = host.owner(kind) else { continue };
-            let Some(&(owner_acked, owner_since)) = self.seen.get(owner.index()) else { continue };
-            let silent = now_us >= owner_since.saturating_add(silence_us) && seq_committed > owner_acked;
-            if owner == me || !silent {
+            let Some(owner_seen) = self.seen.get(owner.index()) else { continue };
+            if owner == me || !silent(owner_seen) {
                 continue;
             }
-            let candidate = (0..self.seen.len()).find(|&c| c != owner.index() && advancing(&self.seen[c]));
+            let candidate = (0..self.seen.len()).find(|&c| c != owner.index() && !silent(&self.seen[c]));
             if candidate != Some(me.index()) {
                 continue;
             }

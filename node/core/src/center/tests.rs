@@ -513,16 +513,72 @@ fn the_owner_failure_detector_proposes_the_lowest_live_center() {
     };
     let bmi = SetOwner::bmi(PluginKind::Matching, 1).map(|b| b.to_string()).unwrap_or_default();
     let mut proposals = Vec::new();
-    for k in 1..=40u64 {
+    for k in 1..=41u64 {
         let now = k * silence / 8;
         for (id, b) in step(&mut centers, now) {
             proposals.push((now, id, b));
         }
     }
-    // Silent from the start (0): at 1 silence first, then again every 2 silences (and more).
+    // Behind from the first entry (at 1/8): silent a silence later, proposed again every 2.
     let expected: Vec<(u64, CenterId, String)> =
-        [8u64, 24, 40].iter().map(|k| (k * silence / 8, CenterId(2), bmi.clone())).collect();
+        [9u64, 25, 41].iter().map(|k| (k * silence / 8, CenterId(2), bmi.clone())).collect();
     assert_eq!(proposals, expected, "DC2 and only DC2, again only after twice the silence");
+}
+
+/// Nothing sequenced for many silences (no leader), then entries again: the first center to ack
+/// does not take the others for silent — they stood still, not behind. Only once DC1 (the
+/// owner) stays behind a whole silence does DC2 propose; DC3 never does.
+#[test]
+fn a_pause_of_the_whole_journal_silences_nobody() {
+    let silence = limits::OWNER_SILENCE_US;
+    let mk = |i: u8| {
+        let cfg = config(i, 3);
+        Center::new(cfg.clone(), Restore::fresh(&cfg, with_echo(i)), 0)
+    };
+    let mut centers = [mk(1), mk(2), mk(3)];
+    let mut position = 0;
+    // Entry `seq` at `now`: every center applies and commits it, `ackers` ack it in that order,
+    // with a timeout after each ack; the proposals made.
+    let mut step = |centers: &mut [Center; 3], seq: Seq, now: u64, ackers: &[u8]| {
+        let mut who = Vec::new();
+        for c in centers.iter_mut() {
+            c.handle_entries([(echo_entry(seq), 0)], None, now);
+            let mut out = Outputs::default();
+            c.poll_output(&mut out);
+            c.handle_committed(seq);
+        }
+        for (i, from) in ackers.iter().enumerate() {
+            let at = now + i as u64 * 1_000;
+            for c in centers.iter_mut() {
+                let ack = Applied { seq, outcome: Outcome::Accepted, state_hash: 0 };
+                c.handle_acks(CenterId(*from), &[ack], position, at);
+                c.handle_timeout(at);
+                let mut out = Outputs::default();
+                c.poll_output(&mut out);
+                who.extend(out.commands.iter().map(|_| c.id()));
+            }
+            position += 1;
+        }
+        who
+    };
+    let mut proposals = Vec::new();
+    for seq in 1..=5 {
+        proposals.extend(step(&mut centers, seq, seq * 1_000, &[1, 2, 3]));
+    }
+    // Ten silences with nothing sequenced, then DC3's ack arrives before the others'.
+    let back = 10 * silence;
+    proposals.extend(step(&mut centers, 6, back, &[3, 2, 1]));
+    assert_eq!(proposals, Vec::<CenterId>::new(), "nobody stood behind: nobody proposes");
+    // From seq 7 on DC1 is gone: DC2 proposes once DC1 has stood behind a whole silence.
+    let mut seq = 7;
+    let mut now = back;
+    while proposals.is_empty() && now < back + 4 * silence {
+        now += silence / 8;
+        proposals.extend(step(&mut centers, seq, now, &[3, 2]));
+        seq += 1;
+    }
+    assert_eq!(proposals, vec![CenterId(2)], "DC2 and only DC2");
+    assert!(now >= back + silence, "not before DC1 stood behind a whole silence");
 }
 
 #[test]

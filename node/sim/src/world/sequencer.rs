@@ -9,7 +9,7 @@ use crate::network::Message;
 use crate::storage::JournalStore;
 use crate::InjectedBug;
 use rtgs_core::entry::{CenterId, Command, Entry};
-use rtgs_core::sequencer::Sequencer;
+use rtgs_core::sequencer::{MemoryIndex, Sequencer};
 use std::collections::VecDeque;
 
 /// A command on its way to the sequencer: a client's, or a plugin result / owner proposal.
@@ -29,22 +29,24 @@ pub struct SequencerNode {
     pub epoch: u32,
     /// `None` while crashed.
     pub leader: Option<Sequencer>,
+    /// Every `bmi` sequenced (the driver's index, as the engines keep one): rebuilt from the
+    /// durable journal by a new leader.
+    index: MemoryIndex,
     pub inbound: VecDeque<Inbound>,
     pub down_until_us: u64,
-    dedupe_window: usize,
 }
 
 impl SequencerNode {
-    pub fn new(dedupe_window: usize) -> Self {
+    pub fn new() -> Self {
         SequencerNode {
             store: JournalStore::default(),
             truth: Vec::new(),
             published_frames: 0,
             epoch: 1,
-            leader: Some(Sequencer::with_window(CenterId(1), 1, dedupe_window)),
+            leader: Some(Sequencer::new(CenterId(1), 1)),
+            index: MemoryIndex::default(),
             inbound: VecDeque::new(),
             down_until_us: 0,
-            dedupe_window,
         }
     }
 
@@ -84,15 +86,13 @@ impl World {
         let s = &mut self.sequencer;
         let epoch = s.epoch + 1;
         let host = CenterId::from_index(epoch as usize % self.centers.len());
-        let mut leader = Sequencer::with_window(host, 0, s.dedupe_window);
-        if self.config.inject_bug == Some(InjectedBug::SequencerForgetsDedupe) {
-            if let Some(last) = entries.last() {
-                leader.resume_at(last.seq + 1, last.epoch, last.timestamp_us);
-            }
-        } else {
-            for entry in &entries {
-                leader.recover(entry);
-            }
+        let mut leader = Sequencer::new(host, 0);
+        for entry in &entries {
+            leader.recover(entry);
+        }
+        s.index = MemoryIndex::default();
+        if self.config.inject_bug != Some(InjectedBug::SequencerForgetsDedupe) {
+            s.index.record(&entries);
         }
         let epoch = match self.config.inject_bug {
             Some(InjectedBug::SequencerReusesEpoch) => epoch - 1,
@@ -140,11 +140,20 @@ impl World {
         let n = (self.prng.range(1, 8) as usize).min(s.inbound.len());
         let batch: Vec<Inbound> = s.inbound.drain(..n).collect();
         let (mut entries, mut admissions) = (Vec::new(), Vec::new());
-        let commands = batch.iter().map(|b| match b {
-            Inbound::Client(s) => s.command.clone(),
-            Inbound::Plugin(c) => c.clone(),
-        });
-        leader.handle_commands(self.now_us, commands, &mut entries, &mut admissions);
+        let commands: Vec<Command> = batch
+            .iter()
+            .map(|b| match b {
+                Inbound::Client(s) => s.command.clone(),
+                Inbound::Plugin(c) => c.clone(),
+            })
+            .collect();
+        // The driver's part: the batch looked up in its index first, what was sequenced recorded
+        // (a crash before the write loses both: the new leader rebuilds the index from the
+        // durable journal).
+        let mut lookups = Vec::with_capacity(commands.len());
+        s.index.lookup(&commands, &mut lookups);
+        leader.handle_commands(self.now_us, commands, &lookups, &mut entries, &mut admissions);
+        s.index.record(&entries);
         if admissions.len() != batch.len() {
             return Err(format!("sequencer answered {} of {} commands", admissions.len(), batch.len()));
         }

@@ -16,7 +16,7 @@ use rtgs_core::limits::TICK_INTERVAL_US;
 use rtgs_core::plugin::{Effect, EffectAdapter};
 use rtgs_core::plugin_host::PluginHost;
 use rtgs_core::replica::Replica;
-use rtgs_core::sequencer::Sequencer;
+use rtgs_core::sequencer::{MemoryIndex, Sequencer};
 
 fn figure(host: &PluginHost, name: &str) -> u64 {
     let mut f = Vec::new();
@@ -50,6 +50,8 @@ fn the_schedule_and_the_stale_monitor_fire_under_continuous_traffic() {
     let mut replica = Replica::new(Ledger::new(), host);
     replica.host_mut().set_live();
     let mut sequencer = Sequencer::new(CenterId(1), 1);
+    // The driver's index of every bmi ever sequenced (what the engines keep).
+    let mut index = MemoryIndex::default();
     let mut inbound: Vec<Command> = w
         .setup_commands(ChainId(1))
         .into_iter()
@@ -77,7 +79,11 @@ fn the_schedule_and_the_stale_monitor_fire_under_continuous_traffic() {
         }));
         entries.clear();
         admissions.clear();
-        sequencer.handle_commands(now, inbound.drain(..), &mut entries, &mut admissions);
+        let commands: Vec<Command> = inbound.drain(..).collect();
+        let mut lookups = Vec::with_capacity(commands.len());
+        index.lookup(&commands, &mut lookups);
+        sequencer.handle_commands(now, commands, &lookups, &mut entries, &mut admissions);
+        index.record(&entries);
         entries.extend(sequencer.poll_tick(now));
         for e in &entries {
             replica.apply(e);

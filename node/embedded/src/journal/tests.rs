@@ -1,0 +1,360 @@
+use super::*;
+use rtgs_core::entry::CenterId;
+
+fn tick(seq: Seq) -> Entry {
+    Entry::tick(seq, 3, seq * 10, CenterId(1))
+}
+
+fn frame(seqs: std::ops::RangeInclusive<Seq>) -> Vec<u8> {
+    let entries: Vec<Entry> = seqs.map(tick).collect();
+    let mut buf = Vec::new();
+    codec::encode_frame(&entries, &mut buf);
+    buf
+}
+
+fn ok<T, E: std::fmt::Display>(r: Result<T, E>) -> T {
+    r.unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A cleanly stopped journal: groups of ticks, each synced, then sealed.
+fn sealed(dir: &Path, segment_bytes_max: u64, groups: &[(Seq, Seq)]) {
+    let (mut j, _) = ok(Journal::open(dir, segment_bytes_max));
+    for &(first, last) in groups {
+        ok(j.append(&frame(first..=last), first, last));
+        ok(j.sync());
+    }
+    assert_eq!(ok(j.seal()), groups.last().map_or(0, |g| g.1), "sealed: everything marked");
+}
+
+/// `n` groups of three seqs.
+fn threes(n: u64) -> Vec<(Seq, Seq)> {
+    (0..n).map(|k| (k * 3 + 1, k * 3 + 3)).collect()
+}
+
+fn read_all(dir: &Path, from: Seq) -> Vec<Seq> {
+    let mut r = ok(JournalReader::open(dir, from));
+    let mut out = Vec::new();
+    while ok(r.next_batch(&mut out)) {}
+    out.iter().map(|e| e.seq).collect()
+}
+
+fn tempdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("rtgs-journal-{name}-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&d);
+    d
+}
+
+fn last_segment(dir: &Path) -> PathBuf {
+    ok(segments(dir)).pop().map(|(_, p)| p).unwrap_or_default()
+}
+
+fn flip(path: &Path, offset: u64) {
+    let mut bytes = ok(fs::read(path));
+    bytes[offset as usize] ^= 0x10;
+    ok(fs::write(path, bytes));
+}
+
+/// Writes seqs 1..=5 and 6..=9 as two sync groups without sealing (a crash after the second
+/// sync): the file is `[1..=5][mark 5][6..=9]`. Returns the two frames' lengths.
+fn two_groups(dir: &Path, mirror: Option<&Path>) -> (u64, u64) {
+    let mut options = JournalOpen::new(1 << 20);
+    options.mirror = mirror.map(Path::to_path_buf);
+    let (mut j, _) = ok(Journal::open_with(dir, &options));
+    let (a, b) = (frame(1..=5), frame(6..=9));
+    ok(j.append(&a, 1, 5));
+    assert_eq!(ok(j.sync()), 0, "nothing marked yet: nothing may be published");
+    ok(j.append(&b, 6, 9));
+    assert_eq!(ok(j.sync()), 5, "the first group's mark is durable now");
+    (a.len() as u64, b.len() as u64)
+}
+
+/// [`two_groups`] in a fresh directory `name`, without a mirror: the directory, its segment and
+/// the two frames' lengths.
+fn two_groups_in(name: &str) -> (PathBuf, PathBuf, u64, u64) {
+    let dir = tempdir(name);
+    let (a, b) = two_groups(&dir, None);
+    let seg = last_segment(&dir);
+    (dir, seg, a, b)
+}
+
+/// [`two_groups`] with a mirror, in fresh directories named after `name`.
+struct Mirrored {
+    dir: PathBuf,
+    mirror: PathBuf,
+    seg: PathBuf,
+    mseg: PathBuf,
+    a: u64,
+    b: u64,
+}
+
+impl Mirrored {
+    fn new(name: &str) -> Mirrored {
+        let (dir, mirror) = (tempdir(&format!("{name}-journal")), tempdir(&format!("{name}-mirror")));
+        let (a, b) = two_groups(&dir, Some(&mirror));
+        let (seg, mseg) = (last_segment(&dir), last_segment(&mirror));
+        Mirrored { dir, mirror, seg, mseg, a, b }
+    }
+
+    fn options(&self) -> JournalOpen {
+        JournalOpen { mirror: Some(self.mirror.clone()), ..JournalOpen::new(1 << 20) }
+    }
+}
+
+impl Drop for Mirrored {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.dir);
+        let _ = fs::remove_dir_all(&self.mirror);
+    }
+}
+
+fn set_len(path: &Path, len: u64) {
+    ok(ok(OpenOptions::new().write(true).open(path)).set_len(len));
+}
+
+#[test]
+fn append_rotate_reopen_and_read_from_any_seq() {
+    let dir = tempdir("rotate");
+    sealed(&dir, 100, &threes(10));
+    assert!(ok(segments(&dir)).len() > 1, "rotated");
+    let (j, tail) = ok(Journal::open(&dir, 100));
+    assert_eq!(
+        (tail.seq_last, tail.epoch_last, tail.timestamp_last_us, tail.truncated_bytes, tail.seq_durable),
+        (30, 3, 300, 0, 30)
+    );
+    assert_eq!(j.seq_last(), 30);
+    assert_eq!(read_all(&dir, 1), (1..=30).collect::<Vec<_>>());
+    assert_eq!(read_all(&dir, 17), (17..=30).collect::<Vec<_>>());
+    assert_eq!(read_all(&dir, 31), Vec::<Seq>::new());
+    let mut entries = EntryReader::new(&dir);
+    for seq in [16, 1, 2, 30, 17] {
+        assert_eq!(ok(entries.read(seq)), Some(tick(seq)));
+    }
+    assert_eq!(ok(entries.read(31)), None);
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_writer_publishes_a_group_only_once_its_mark_is_durable() {
+    let dir = tempdir("marks");
+    let (mut j, _) = ok(Journal::open(&dir, 1 << 20));
+    ok(j.append(&frame(1..=2), 1, 2));
+    ok(j.append(&frame(3..=4), 3, 4));
+    assert_eq!(ok(j.sync()), 0);
+    ok(j.append(&frame(5..=5), 5, 5));
+    assert_eq!(ok(j.sync()), 4, "the mark written before seq 5 covers 1..=4");
+    assert_eq!(ok(j.seal()), 5, "idle: the last group gets its own mark");
+    assert_eq!(ok(j.seal()), 5, "nothing more to mark");
+    drop(j);
+    let seg = last_segment(&dir);
+    let len = ok(fs::metadata(&seg)).len();
+    let frames = (frame(1..=2).len() + frame(3..=4).len() + frame(5..=5).len()) as u64;
+    assert_eq!(len, frames + 2 * MARK_FRAME_BYTES as u64, "two marks between and after the groups");
+    assert_eq!(read_all(&dir, 1), vec![1, 2, 3, 4, 5], "readers skip the marks");
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn torn_tail_is_cut_and_appends_continue() {
+    let dir = tempdir("torn");
+    let (mut j, _) = ok(Journal::open(&dir, 1 << 20));
+    ok(j.append(&frame(1..=5), 1, 5));
+    ok(j.seal());
+    let second = frame(6..=9);
+    // A crash mid-write: only part of the second frame reached the disk.
+    ok(j.append(&second[..second.len() - 3], 6, 9));
+    drop(j);
+    let (mut j, tail) = ok(Journal::open(&dir, 1 << 20));
+    assert_eq!(tail.seq_last, 5);
+    assert_eq!(tail.truncated_bytes, second.len() as u64 - 3);
+    ok(j.append(&frame(6..=7), 6, 7));
+    ok(j.seal());
+    assert_eq!(read_all(&dir, 1), (1..=7).collect::<Vec<_>>());
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// A flipped bit in the last group, past the last durable mark, with nothing valid after it:
+/// that group was never published (its mark was not durable), so it is a torn tail.
+#[test]
+fn a_bad_frame_past_the_durable_end_with_nothing_after_it_is_cut() {
+    let (dir, seg, a, b) = two_groups_in("past-end");
+    flip(&seg, a + MARK_FRAME_BYTES as u64 + b - 1);
+    let (_, tail) = ok(Journal::open(&dir, 1 << 20));
+    assert_eq!((tail.seq_last, tail.truncated_bytes, tail.seq_durable), (5, b, 5));
+    assert_eq!(read_all(&dir, 1), vec![1, 2, 3, 4, 5]);
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// A flipped bit before the durable end: refused, the file and offset named, nothing changed.
+#[test]
+fn a_bad_frame_before_the_durable_end_is_corruption_and_nothing_is_cut() {
+    let (dir, seg, a, _) = two_groups_in("before-end");
+    flip(&seg, 20);
+    let before = ok(fs::read(&seg));
+    match Journal::open(&dir, 1 << 20) {
+        Err(JournalError::Corrupt { path, offset, seqs, advice, .. }) => {
+            assert_eq!((path, offset), (seg.clone(), 0));
+            assert_eq!(seqs, format!("seqs 1..=5 unreadable; the next valid frame starts at byte {a}"));
+            assert!(advice.contains("--journal-mirror"), "{advice}");
+        }
+        other => panic!("expected corruption, got {:?}", other.map(|(_, t)| t)),
+    }
+    assert_eq!(ok(fs::read(&seg)), before, "not a byte changed");
+    // The same in the second group of a sealed journal: followed by its own durable mark.
+    let dir2 = tempdir("before-end-2");
+    sealed(&dir2, 1 << 20, &[(1, 5), (6, 9)]);
+    let seg2 = last_segment(&dir2);
+    flip(&seg2, a + MARK_FRAME_BYTES as u64 + 30);
+    assert!(matches!(Journal::open(&dir2, 1 << 20), Err(JournalError::Corrupt { .. })));
+    let _ = fs::remove_dir_all(&dir);
+    let _ = fs::remove_dir_all(&dir2);
+}
+
+#[test]
+fn a_damaged_last_mark_alone_is_cut_and_its_frames_stay() {
+    let dir = tempdir("last-mark");
+    sealed(&dir, 1 << 20, &[(1, 5)]);
+    let seg = last_segment(&dir);
+    let len = ok(fs::metadata(&seg)).len();
+    flip(&seg, len - 2);
+    let (_, tail) = ok(Journal::open(&dir, 1 << 20));
+    assert_eq!((tail.seq_last, tail.truncated_bytes), (5, MARK_FRAME_BYTES as u64));
+    assert_eq!(ok(fs::metadata(&seg)).len(), len, "cut, then marked again at open");
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_bad_frame_in_a_sealed_segment_is_corruption() {
+    let dir = tempdir("sealed");
+    sealed(&dir, 100, &threes(6));
+    let first = ok(segments(&dir))[0].1.clone();
+    let len = ok(fs::metadata(&first)).len();
+    // The very end of a sealed segment (its last mark): still corruption, never a tail.
+    flip(&first, len - 1);
+    assert!(matches!(Journal::open(&dir, 100), Err(JournalError::Corrupt { path, .. }) if path == first));
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_seq_discontinuity_refuses_to_start() {
+    let dir = tempdir("discontinuity");
+    sealed(&dir, 1 << 20, &[(1, 2)]);
+    let path = last_segment(&dir);
+    let mut f = ok(OpenOptions::new().append(true).open(&path));
+    ok(f.write_all(&frame(5..=5)));
+    drop(f);
+    assert!(matches!(
+        Journal::open(&dir, 1 << 20),
+        Err(JournalError::Discontinuity { expected: 3, found: 5, .. })
+    ));
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_cut_below_what_a_center_applied_is_refused() {
+    let (dir, seg, _, b) = two_groups_in("floor");
+    let len = ok(fs::metadata(&seg)).len();
+    flip(&seg, len - b + 10);
+    let mut options = JournalOpen::new(1 << 20);
+    options.seq_floor = 7;
+    match Journal::open_with(&dir, &options) {
+        Err(JournalError::BelowFloor { seq_last: 5, seq_floor: 7, .. }) => {}
+        other => panic!("expected a refusal, got {:?}", other.map(|(_, t)| t)),
+    }
+    assert_eq!(ok(fs::metadata(&seg)).len(), len, "nothing cut");
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_mirror_repairs_a_bad_frame_in_either_copy_and_refuses_both() {
+    let m = Mirrored::new("m");
+    let (seg, mseg) = (&m.seg, &m.mseg);
+    assert_eq!(ok(fs::read(seg)), ok(fs::read(mseg)), "identical copies");
+    flip(seg, 20);
+    let (j, tail) = ok(Journal::open_with(&m.dir, &m.options()));
+    drop(j);
+    assert_eq!((tail.seq_last, tail.repaired_frames, tail.repaired_bytes), (9, 1, m.a));
+    assert_eq!((&tail.repairs[0].path, tail.repairs[0].offset), (seg, 0));
+    assert_eq!(ok(fs::read(seg)), ok(fs::read(mseg)), "repaired from the mirror");
+    flip(mseg, 30);
+    let (j, tail) = ok(Journal::open_with(&m.dir, &m.options()));
+    drop(j);
+    assert_eq!((tail.repaired_frames, &tail.repairs[0].path), (1, mseg));
+    assert_eq!(ok(fs::read(seg)), ok(fs::read(mseg)), "and the other way round");
+    flip(seg, 20);
+    flip(mseg, 21);
+    match Journal::open_with(&m.dir, &m.options()) {
+        Err(JournalError::Corrupt { offset: 0, advice, .. }) => {
+            assert!(advice.contains("Both copies"), "{advice}")
+        }
+        other => panic!("expected corruption, got {:?}", other.map(|(_, t)| t)),
+    }
+}
+
+#[test]
+fn a_missing_copy_is_filled_from_the_other() {
+    let (dir, mirror) = (tempdir("fill-journal"), tempdir("fill-mirror"));
+    sealed(&dir, 100, &threes(6));
+    let mut options = JournalOpen::new(100);
+    options.mirror = Some(mirror.clone());
+    let (j, tail) = ok(Journal::open_with(&dir, &options));
+    drop(j);
+    assert!(tail.repaired_frames >= 6, "every frame copied: {tail:?}");
+    let names = |d: &Path| ok(segments(d)).into_iter().map(|(s, _)| s).collect::<Vec<_>>();
+    assert_eq!(names(&dir), names(&mirror));
+    // The journal's disk replaced: the journal is restored from the mirror.
+    ok(fs::remove_dir_all(&dir));
+    let (j, tail) = ok(Journal::open_with(&dir, &options));
+    drop(j);
+    assert_eq!(tail.seq_last, 18);
+    assert_eq!(read_all(&dir, 1), (1..=18).collect::<Vec<_>>());
+    let _ = fs::remove_dir_all(&dir);
+    let _ = fs::remove_dir_all(&mirror);
+}
+
+#[test]
+fn torn_tails_of_both_copies_are_cut() {
+    let m = Mirrored::new("torn2");
+    let keep = m.a + MARK_FRAME_BYTES as u64;
+    set_len(&m.seg, keep + m.b - 4);
+    set_len(&m.mseg, keep + 3);
+    let (j, tail) = ok(Journal::open_with(&m.dir, &m.options()));
+    drop(j);
+    assert_eq!((tail.seq_last, tail.truncated_bytes, tail.repaired_frames), (5, m.b - 4, 0));
+    assert_eq!(ok(fs::read(&m.seg)), ok(fs::read(&m.mseg)));
+}
+
+/// `inspect` reports what opening would do, and changes nothing.
+#[test]
+fn inspect_changes_nothing() {
+    let m = Mirrored::new("inspect");
+    let (dir, mirror, seg, mseg) = (&m.dir, &m.mirror, &m.seg, &m.mseg);
+    flip(seg, 20);
+    set_len(mseg, m.a + MARK_FRAME_BYTES as u64 + m.b - 2);
+    let (before, mbefore) = (ok(fs::read(seg)), ok(fs::read(mseg)));
+    let found = ok(inspect(dir, Some(mirror)));
+    assert_eq!((found.tail.seq_last, found.tail.repaired_frames), (9, 2), "{:?}", found.tail);
+    assert_eq!(found.replay, None, "no copy of the segment is whole: a read-only replay cannot use either");
+    assert_eq!(ok(fs::read(seg)), before);
+    assert_eq!(ok(fs::read(mseg)), mbefore);
+    assert!(matches!(inspect(dir, None), Err(JournalError::Corrupt { offset: 0, .. })));
+    assert_eq!(ok(fs::read(seg)), before);
+    // With a whole mirror, a read-only replay reads the mirror's copy.
+    let mut whole = before.clone();
+    whole[20] ^= 0x10;
+    ok(fs::write(mseg, &whole));
+    let found = ok(inspect(dir, Some(mirror)));
+    assert_eq!(found.replay, Some(vec![(1, mseg.clone())]));
+    let mut r = ok(JournalReader::open_segments(found.replay.unwrap_or_default(), 1, found.tail.seq_last));
+    let mut out = Vec::new();
+    while ok(r.next_batch(&mut out)) {}
+    assert_eq!(out.len(), 9);
+    // A torn tail is reported, not cut.
+    let (torn, tseg, _, b2) = two_groups_in("inspect-torn");
+    let tlen = ok(fs::metadata(&tseg)).len();
+    set_len(&tseg, tlen - 1);
+    let found = ok(inspect(&torn, None));
+    assert_eq!((found.tail.seq_last, found.tail.truncated_bytes), (5, b2 - 1));
+    assert_eq!(found.replay, Some(vec![(1, tseg.clone())]), "readable up to the tear");
+    assert_eq!(ok(fs::metadata(&tseg)).len(), tlen - 1);
+    let _ = fs::remove_dir_all(&torn);
+}
