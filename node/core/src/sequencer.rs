@@ -166,8 +166,6 @@ impl Sequencer {
         self.seq_next = seq_next;
         self.epoch = self.epoch.max(epoch);
         self.timestamp_last_us = self.timestamp_last_us.max(timestamp_last_us);
-        // The start counts as activity: the first idle `Tick` comes a full interval after it.
-        self.tick_last.0 = self.tick_last.0.max(timestamp_last_us);
     }
 
     /// Takes back the stamps from `seq_next` on: the driver could not record that batch (nothing

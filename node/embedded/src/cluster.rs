@@ -571,9 +571,9 @@ impl Cluster {
     }
 }
 
-/// The sequencer resumes after the durable journal (its `bmi` index is opened beside it). The
-/// start counts as activity: the first idle `Tick` comes a full interval after it, not before
-/// the first submissions had a chance to arrive.
+/// The sequencer resumes after the durable journal (its `bmi` index is opened beside it). Its
+/// first `Tick` is stamped at once: time moved while the cluster was down, and plugin timers
+/// that expired meanwhile fire now rather than a second later.
 fn recover_sequencer(tail: &JournalTail, now_us: u64) -> Sequencer {
     let mut sequencer = Sequencer::new(CenterId(1), 0);
     sequencer.resume_at(tail.seq_last + 1, tail.epoch_last, tail.timestamp_last_us.max(now_us));

@@ -50,6 +50,10 @@ pub struct DemoArgs {
     /// start (counted in the report).
     #[arg(long)]
     pub journal_mirror: Option<PathBuf>,
+    /// Write submit → final latency per 100 ms of the transfers (p50, p99, max; CSV) to FILE:
+    /// where the tail comes from, slice by slice.
+    #[arg(long, value_name = "FILE")]
+    pub latency_timeline: Option<PathBuf>,
     /// Print the report as one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
@@ -296,7 +300,7 @@ fn drive(args: &DemoArgs, cluster: &Cluster, run_id: u64) -> anyhow::Result<Run>
     });
     let mut ignored = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
     let setup_prefixes = [format!("O{run_id:x}-"), format!("F{run_id:x}-")];
-    let setup_run = collect(cluster, setup_entries, &setup_prefixes, None, &mut ignored)?;
+    let setup_run = collect(cluster, setup_entries, &setup_prefixes, None, &mut ignored, None)?;
     setup_thread.join().map_err(|_| anyhow::anyhow!("setup submitter panicked"))??;
     if setup_run.divergences > 0 {
         bail!("divergence during setup");
@@ -304,6 +308,10 @@ fn drive(args: &DemoArgs, cluster: &Cluster, run_id: u64) -> anyhow::Result<Run>
 
     // Transfers.
     let started = Instant::now();
+    let mut timeline = match &args.latency_timeline {
+        Some(path) => Some(crate::timeline::Timeline::create(path, cluster.clock().now_us())?),
+        None => None,
+    };
     let generator = {
         let submitter = cluster.submitter();
         let args = args.clone();
@@ -313,7 +321,12 @@ fn drive(args: &DemoArgs, cluster: &Cluster, run_id: u64) -> anyhow::Result<Run>
             .context("starting the load generator")?
     };
     let mut latency = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
-    let mut run = collect(cluster, args.transfers, &[format!("T{run_id:x}-")], Some(started), &mut latency)?;
+    let prefixes = [format!("T{run_id:x}-")];
+    let mut run =
+        collect(cluster, args.transfers, &prefixes, Some(started), &mut latency, timeline.as_mut())?;
+    if let Some(t) = timeline {
+        t.finish()?;
+    }
     run.recovered_notices += setup_run.recovered_notices;
     generator.join().map_err(|_| anyhow::anyhow!("load generator panicked"))??;
     run.elapsed = started.elapsed();
@@ -389,6 +402,7 @@ fn collect(
     prefixes: &[String],
     started: Option<Instant>,
     latency: &mut Histogram<u64>,
+    mut timeline: Option<&mut crate::timeline::Timeline>,
 ) -> anyhow::Result<Run> {
     let mut run = Run {
         submitted: expected,
@@ -430,7 +444,11 @@ fn collect(
                     }
                 }
                 if n.submitted_at_us > 0 {
-                    latency.saturating_record(now.saturating_sub(n.submitted_at_us).max(1));
+                    let us = now.saturating_sub(n.submitted_at_us).max(1);
+                    latency.saturating_record(us);
+                    if let Some(t) = timeline.as_deref_mut() {
+                        t.record(now, us)?;
+                    }
                 }
             }
         } else if let Some(ClientEvent::Refused(r)) = &event {

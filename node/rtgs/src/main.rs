@@ -13,6 +13,7 @@
 //! * [`plugin_flags`] — the plugin flags every command shares, built into `rtgs_plugins`'s one
 //!   `PluginsConfig`.
 //! * [`pg_args`] — the PostgreSQL connection flags of the production commands.
+//! * [`timeline`] — `demo --latency-timeline`: latency per 100 ms slice, as CSV.
 //!
 //! `anyhow` lives only here, at the binary's edge; the libraries return typed errors.
 
@@ -29,6 +30,7 @@ mod plugin_flags;
 mod reconcile;
 mod serve;
 mod sim;
+mod timeline;
 mod verify;
 
 use clap::{Parser, Subcommand};

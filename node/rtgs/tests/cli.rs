@@ -70,8 +70,24 @@ fn demo_json_report_has_every_field_and_checks_pass() {
     for key in ["settled", "rejected", "rejected_by_reason"] {
         assert_eq!(again[key], r[key], "{key} differs for the same seed");
     }
-    let (_, other) = demo(&["--transfers", "20000", "--accounts", "200", "--seed", "8"]);
+    let timeline = tempdir("timeline").with_extension("csv");
+    let t = timeline.to_string_lossy().into_owned();
+    let (out, other) =
+        demo(&["--transfers", "20000", "--accounts", "200", "--seed", "8", "--latency-timeline", &t]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_ne!(other["rejected_by_reason"], r["rejected_by_reason"], "another seed, other transfers");
+    // The timeline: a header, then one row per 100 ms; the rows count every transfer once.
+    let csv = std::fs::read_to_string(&timeline).unwrap_or_else(|e| panic!("{}: {e}", timeline.display()));
+    let _ = std::fs::remove_file(&timeline);
+    let mut lines = csv.lines();
+    assert_eq!(lines.next(), Some("t_s,finalized,p50_us,p99_us,max_us"));
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert!(rows.iter().all(|r| r.len() == 5), "{csv}");
+    let counted: u64 = rows.iter().map(|r| r[1].parse::<u64>().unwrap_or(0)).sum();
+    assert_eq!(counted, 20000, "{csv}");
+    let max: u64 = rows.iter().filter_map(|r| r[4].parse::<u64>().ok()).max().unwrap_or(0);
+    let reported = other["latency_us"]["max"].as_u64().unwrap_or(0);
+    assert!(max.abs_diff(reported) * 50 <= reported, "the timeline's max {max} is the report's {reported}");
 }
 
 #[test]
