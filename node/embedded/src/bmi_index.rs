@@ -115,9 +115,10 @@ unsafe impl Zeroable for u64 {}
 // SAFETY: as above.
 unsafe impl Zeroable for (u64, u32) {}
 
-/// A zeroed array on 2 MiB-aligned memory with transparent huge pages requested: the filter and
-/// the recent index are probed at random, and with 4 KiB pages nearly every probe missed the
-/// TLB (on a VM a nested page walk: most of a probe's time, measured).
+/// A zeroed array (2 MiB-aligned when that large), probed at random. No transparent huge pages:
+/// they made probes cheaper (fewer TLB misses), but the first write into each 2 MiB page zeroes
+/// all of it in one fault — ≈ 10 ms on a VM, measured as the sequencer's longest stalls at
+/// 100,000/s; the binary disables them for the whole process (see `node/rtgs/src/main.rs`).
 struct Table<T: Zeroable> {
     ptr: std::ptr::NonNull<T>,
     len: usize,
@@ -134,11 +135,6 @@ impl<T: Zeroable> Table<T> {
         let Some(ptr) = std::ptr::NonNull::new(raw.cast::<T>()) else {
             std::alloc::handle_alloc_error(layout);
         };
-        if layout.size() >= HUGE_PAGE_BYTES {
-            // SAFETY: the range is this allocation; the advice changes no contents. A refusal
-            // (no THP in this kernel) only costs speed.
-            unsafe { libc::madvise(raw.cast(), layout.size(), libc::MADV_HUGEPAGE) };
-        }
         Table { ptr, len }
     }
 
