@@ -311,6 +311,26 @@ macro_rules! wire_struct {
     };
 }
 
+/// A newtype id over an integer, encoded as the integer.
+#[macro_export]
+macro_rules! wire_id {
+    ($(#[$m:meta])* $name:ident($t:ty)) => {
+        $(#[$m])*
+        #[derive(Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
+        pub struct $name(pub $t);
+
+        impl $crate::wire::Wire for $name {
+            const BYTES_MIN: usize = std::mem::size_of::<$t>();
+            fn put(&self, w: &mut $crate::wire::Writer<'_>) {
+                $crate::wire::Wire::put(&self.0, w);
+            }
+            fn get(r: &mut $crate::wire::Reader<'_>) -> Result<Self, $crate::wire::DecodeError> {
+                Ok($name(<$t as $crate::wire::Wire>::get(r)?))
+            }
+        }
+    };
+}
+
 /// A field-less enum encoded as its `u8` code.
 #[macro_export]
 macro_rules! code_enum {
