@@ -68,7 +68,9 @@ impl Index {
                 check(session.order == *id, "order and session disagree")?;
             }
             if o.status.is_live() {
-                self.deadlines.insert((o.expires_at_us, *id));
+                if !o.deadline_handled {
+                    self.deadlines.insert((o.expires_at_us, *id));
+                }
                 self.live_orders += 1;
                 check(o.ended_at_us.is_none(), "live order with an end")?;
             }

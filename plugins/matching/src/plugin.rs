@@ -128,6 +128,7 @@ impl MatchingPlugin {
             created_at_us: cx.now,
             status: OrderStatus::Open,
             session: None,
+            deadline_handled: false,
             ended_at_us: None,
         };
         self.ix.intake.insert(c.order);

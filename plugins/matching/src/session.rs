@@ -184,7 +184,9 @@ impl MatchingPlugin {
         if !o.status.is_live() {
             return;
         }
-        self.ix.deadlines.remove(&(o.expires_at_us, id));
+        if !o.deadline_handled {
+            self.ix.deadlines.remove(&(o.expires_at_us, id));
+        }
         self.ix.live_orders -= 1;
         o.status = status;
         o.ended_at_us = Some(now);

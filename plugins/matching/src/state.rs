@@ -63,6 +63,9 @@ wire_struct! {
         /// The session the intake bound it to. Set once, never cleared: an order bound to a
         /// session is never claimed again.
         pub session: Option<SessionId>,
+        /// The `Tick` past `expires_at` has dealt with it (an order a compensation or an
+        /// operator still holds stays live after that).
+        pub deadline_handled: bool,
         pub ended_at_us: Option<u64>,
     }
 }

@@ -38,9 +38,12 @@ impl MatchingPlugin {
             if at > cx.now {
                 return;
             }
-            self.order_deadline(cx, id);
-            // Whatever the order's state, its deadline has been dealt with.
+            // Whatever the order's state, its deadline is dealt with now.
             self.ix.deadlines.remove(&(at, id));
+            if let Some(o) = self.st.orders.get_mut(&id) {
+                o.deadline_handled = true;
+            }
+            self.order_deadline(cx, id);
         }
     }
 
@@ -64,7 +67,6 @@ impl MatchingPlugin {
     }
 
     fn expire_order(&mut self, now: u64, id: OrderId) {
-        // `end_order` takes it out of the deadline index itself; the caller's remove is a no-op.
         self.end_order(now, id, OrderStatus::Expired);
         self.st.counters.expired += 1;
     }
