@@ -76,6 +76,7 @@ impl MatchingPlugin {
         for (seller, amount) in freed {
             self.update_seller(seller, |x| x.reserved_minor -= amount);
         }
+        s.lp.held = None;
         s.compensations += 1;
         self.result(s, BundleResult::Compensated);
         // A dead letter retried by an operator is done now; escalations stay (a live escrow

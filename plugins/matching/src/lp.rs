@@ -303,10 +303,9 @@ impl MatchingPlugin {
     fn release_answered(&mut self, cx: &mut Cx<'_, '_>, s: &mut Session, answer: LpAnswer) {
         match answer {
             // Released, or already gone: the provider side is done; now the core side.
-            LpAnswer::Released | LpAnswer::Expired => {
-                s.lp.held = None;
-                self.compensate_core(cx, s);
-            }
+            // The reservation stays named until the core side is done too: a retry of a
+            // failed core side releases it again (idempotent, same key) before the core.
+            LpAnswer::Released | LpAnswer::Expired => self.compensate_core(cx, s),
             // 336: committed after all — a live escrow, irreversible.
             LpAnswer::CannotRelease => {
                 let r = s.lp.held.map(|h| h.reservation);

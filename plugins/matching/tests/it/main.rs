@@ -3,4 +3,5 @@
 //! properties over random runs with the simulators (`props`), and a measurement (`perf`).
 
 mod rules;
+mod seed;
 mod support;
