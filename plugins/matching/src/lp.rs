@@ -213,9 +213,10 @@ impl MatchingPlugin {
                 // Back to what the session was doing.
                 s.retry_at_us = Some(cx.now);
             }
+            // The lease is gone at the LP: that key is dead; compensate (provider first: the
+            // release of a gone reservation is answered RELEASED, and costs one call).
             LpAnswer::Expired => {
                 s.lp.attempt += 1;
-                s.lp.held = None;
                 self.st.counters.lp_leases_lapsed += 1;
                 self.compensate(cx, s);
             }
@@ -237,7 +238,6 @@ impl MatchingPlugin {
             }
             LpAnswer::Expired => {
                 s.lp.attempt += 1;
-                s.lp.held = None;
                 self.compensate(cx, s);
             }
             LpAnswer::NoPool | LpAnswer::Rejected { .. } => self.compensate(cx, s),

@@ -2,6 +2,7 @@
 //! seed 002 (`seed`), LP codes and faults (`lp`), failover and re-execution (`failover`),
 //! properties over random runs with the simulators (`props`), and a measurement (`perf`).
 
+mod lp;
 mod rules;
 mod seed;
 mod support;
