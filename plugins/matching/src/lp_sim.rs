@@ -141,6 +141,8 @@ pub struct LpSim {
     pub reservations: BTreeMap<ReservationId, Res>,
     /// Reserve keys → their reservation, for ever.
     by_key: BTreeMap<IdempotencyKey, ReservationId>,
+    /// Reservations held, by the end of their lease.
+    leases: std::collections::BTreeSet<(u64, ReservationId)>,
     /// Answers of renew / confirm / release by key, for ever (replayed).
     answers: BTreeMap<(LpCall, IdempotencyKey), LpAnswer>,
     outbox: BTreeMap<(u64, u64), MatchingCommand>,
@@ -158,6 +160,7 @@ impl LpSim {
             prng: Prng::new(seed ^ 0x4C50_5349_4D00),
             reservations: BTreeMap::new(),
             by_key: BTreeMap::new(),
+            leases: std::collections::BTreeSet::new(),
             answers: BTreeMap::new(),
             outbox: BTreeMap::new(),
             out_seq: 0,
@@ -174,10 +177,25 @@ impl LpSim {
 
     /// Leases past their end expire (capacity back).
     fn expire(&mut self, now_us: u64) {
-        for r in self.reservations.values_mut() {
-            if r.status == ResStatus::Reserved && r.expires_at_us <= now_us {
+        while let Some(&(at, id)) = self.leases.first() {
+            if at > now_us {
+                break;
+            }
+            self.leases.remove(&(at, id));
+            if let Some(r) = self.reservations.get_mut(&id).filter(|r| r.status == ResStatus::Reserved) {
                 r.status = ResStatus::Expired;
                 self.reserved_minor -= r.amount_minor;
+            }
+        }
+    }
+
+    /// Moves a reservation's lease end (`None`: no longer held).
+    fn set_lease(&mut self, id: ReservationId, until: Option<u64>) {
+        if let Some(r) = self.reservations.get_mut(&id) {
+            self.leases.remove(&(r.expires_at_us, id));
+            if let Some(at) = until {
+                r.expires_at_us = at;
+                self.leases.insert((at, id));
             }
         }
     }
@@ -213,6 +231,7 @@ impl LpSim {
             status: ResStatus::Reserved,
         };
         self.reservations.insert(id, res);
+        self.leases.insert((res.expires_at_us, id));
         self.by_key.insert(e.key, id);
         self.reserved_minor += amount;
         if self.chance(self.cfg.committed_on_reserve_ppm) {
@@ -227,6 +246,7 @@ impl LpSim {
     fn commit(&mut self, id: ReservationId, now_us: u64) -> LpAnswer {
         self.escrow_id_last += 1;
         let (escrow, trade) = (EscrowId(self.escrow_id_last), TradeId(900_000 + self.escrow_id_last));
+        self.set_lease(id, None);
         let Some(r) = self.reservations.get_mut(&id) else { return LpAnswer::Expired };
         r.status = ResStatus::Committed { escrow, trade };
         self.reserved_minor -= r.amount_minor;
@@ -249,9 +269,7 @@ impl LpSim {
         let answer = match (call, status) {
             (LpCall::Renew, Some(ResStatus::Reserved)) => {
                 let until = now_us + self.cfg.lease_us;
-                if let Some(r) = self.reservations.get_mut(&id) {
-                    r.expires_at_us = until;
-                }
+                self.set_lease(id, Some(until));
                 LpAnswer::Renewed { expires_at_us: until }
             }
             (LpCall::Confirm, Some(ResStatus::Reserved)) if self.chance(self.cfg.reject_confirm_ppm) => {
@@ -263,6 +281,7 @@ impl LpSim {
                 LpAnswer::Committed { reservation: id, escrow, trade }
             }
             (LpCall::Release, Some(ResStatus::Reserved)) => {
+                self.set_lease(id, None);
                 if let Some(r) = self.reservations.get_mut(&id) {
                     r.status = ResStatus::Released;
                     self.reserved_minor -= r.amount_minor;

@@ -238,16 +238,16 @@ impl MatchingPlugin {
     }
 
     pub fn session(&self, id: SessionId) -> Option<&Session> {
-        self.st.sessions.get(&id)
+        self.st.sessions.get(&id).map(|s| &**s)
     }
 
     pub fn sessions(&self) -> impl Iterator<Item = &Session> {
-        self.st.sessions.values()
+        self.st.sessions.values().map(|s| &**s)
     }
 
     /// The session an order is bound to.
     pub fn session_of(&self, order: OrderId) -> Option<&Session> {
-        self.st.orders.get(&order)?.session.and_then(|s| self.st.sessions.get(&s))
+        self.st.orders.get(&order)?.session.and_then(|s| self.st.sessions.get(&s)).map(|s| &**s)
     }
 
     pub fn seller(&self, id: SellerId) -> Option<&Seller> {

@@ -111,7 +111,7 @@ impl MatchingPlugin {
             last_decision: None,
             ended_at_us: None,
         };
-        self.st.sessions.insert(id, s);
+        self.st.sessions.insert(id, Box::new(s));
         self.st.counters.sessions += 1;
         self.with_session(id, |p, s| p.open_window(now, s));
     }

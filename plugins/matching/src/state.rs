@@ -608,7 +608,9 @@ pub struct State {
     pub lp_accounts: BTreeMap<Ccy, Account>,
     pub sellers: BTreeMap<SellerId, Seller>,
     pub orders: BTreeMap<OrderId, Order>,
-    pub sessions: BTreeMap<SessionId, Session>,
+    /// Boxed: a session is taken out and put back at every step (`with_session`), a pointer
+    /// moves cheaper than the row.
+    pub sessions: BTreeMap<SessionId, Box<Session>>,
     pub session_id_last: u64,
     pub hold_id_last: u64,
     pub trades: BTreeMap<EscrowId, TradeRecord>,
