@@ -136,6 +136,9 @@ impl Index {
         for (reservation, r) in &st.strays {
             check(r.reservation == *reservation, "stray key")?;
         }
+        for (key, r) in &st.abandoned {
+            check(r.key == *key, "abandoned key")?;
+        }
         Ok(())
     }
 }

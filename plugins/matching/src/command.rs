@@ -11,7 +11,7 @@ use rtgs_core::entry::{InputError, PluginCommand, PluginKind};
 use rtgs_core::wire::{from_slice, to_vec, DecodeError, Reader, Wire, Writer};
 
 use crate::limits::COMMAND_BYTES_MAX;
-use crate::settings::PartnerSettings;
+use crate::settings::{PartnerSettings, Timings};
 use crate::state::LpCall;
 use crate::types::*;
 
@@ -79,6 +79,15 @@ wire_struct! {
     pub struct SetLpAccount {
         pub currency: Ccy,
         pub account: Account,
+    }
+}
+
+wire_struct! {
+    /// The plugin's timings (operators; demos and the simulator shorten them). Journaled like
+    /// everything else, so a replica replaying from the first entry has the same ones.
+    #[derive(Copy, Clone, PartialEq, Eq, Debug)]
+    pub struct SetTimings {
+        pub timings: Timings,
     }
 }
 
@@ -259,6 +268,7 @@ pub enum MatchingCommand {
     SetLpAccount(SetLpAccount),
     SellerOffer(SellerOffer),
     Resolve(Resolve),
+    SetTimings(SetTimings),
     LpAnswered(LpAnswered),
     LegPaid(LegPaid),
     LpTradeCompleted(LpTradeCompleted),
@@ -272,6 +282,7 @@ pub mod op {
     pub const SET_LP_ACCOUNT: u16 = 4;
     pub const SELLER_OFFER: u16 = 5;
     pub const RESOLVE: u16 = 6;
+    pub const SET_TIMINGS: u16 = 7;
     pub const LP_ANSWERED: u16 = 16;
     pub const LEG_PAID: u16 = 17;
     pub const LP_TRADE_COMPLETED: u16 = 18;
@@ -287,6 +298,7 @@ impl MatchingCommand {
             C::SetLpAccount(c) => (op::SET_LP_ACCOUNT, to_vec(c)),
             C::SellerOffer(c) => (op::SELLER_OFFER, to_vec(c)),
             C::Resolve(c) => (op::RESOLVE, to_vec(c)),
+            C::SetTimings(c) => (op::SET_TIMINGS, to_vec(c)),
             C::LpAnswered(c) => (op::LP_ANSWERED, to_vec(c)),
             C::LegPaid(c) => (op::LEG_PAID, to_vec(c)),
             C::LpTradeCompleted(c) => (op::LP_TRADE_COMPLETED, to_vec(c)),
@@ -306,6 +318,7 @@ impl MatchingCommand {
             op::SET_LP_ACCOUNT => C::SetLpAccount(from_slice(body)?),
             op::SELLER_OFFER => C::SellerOffer(from_slice(body)?),
             op::RESOLVE => C::Resolve(from_slice(body)?),
+            op::SET_TIMINGS => C::SetTimings(from_slice(body)?),
             op::LP_ANSWERED => C::LpAnswered(from_slice(body)?),
             op::LEG_PAID => C::LegPaid(from_slice(body)?),
             op::LP_TRADE_COMPLETED => C::LpTradeCompleted(from_slice(body)?),
@@ -375,6 +388,7 @@ pub(crate) mod tests {
                 offer_minor: 80_000,
             }),
             C::Resolve(Resolve { session: SessionId(3), resolution: Resolution::Release }),
+            C::SetTimings(SetTimings { timings: Timings::default() }),
             answered(LpAnswer::Reserved { reservation: ReservationId(9), expires_at_us: 5 }),
             answered(LpAnswer::Renewed { expires_at_us: 6 }),
             answered(LpAnswer::Committed {

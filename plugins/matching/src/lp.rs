@@ -119,6 +119,8 @@ impl MatchingPlugin {
             if !awaited {
                 return false;
             }
+            // A retried window asks with the key an abandoned reserve had: one answer for both.
+            p.st.abandoned.remove(&a.key);
             s.lp.awaiting = None;
             match a.call {
                 LpCall::Reserve => p.reserve_answered(cx, s, a.answer),
@@ -128,9 +130,25 @@ impl MatchingPlugin {
             }
             true
         });
-        if taken != Some(true) {
-            self.unawaited(cx, a);
+        if taken == Some(true) {
+            return;
         }
+        if a.call == LpCall::Reserve && self.st.abandoned.contains_key(&a.key) {
+            self.abandoned_answered(cx, a);
+            return;
+        }
+        self.unawaited(cx, a);
+    }
+
+    /// The answer to a reserve its session stopped waiting for: a reservation goes back, a
+    /// commit goes to an operator, "nothing reserved" ends it, "nothing known" asks again.
+    fn abandoned_answered(&mut self, cx: &mut Cx<'_, '_>, a: &LpAnswered) {
+        match a.answer {
+            LpAnswer::Transport => return,
+            LpAnswer::Reserved { .. } | LpAnswer::Committed { .. } => self.unawaited(cx, a),
+            _ => {}
+        }
+        self.st.abandoned.remove(&a.key);
     }
 
     fn count_answer(&mut self, answer: LpAnswer) {
@@ -408,6 +426,27 @@ impl MatchingPlugin {
         true
     }
 
+    /// Abandoned reserves whose answer is overdue are asked again, same key.
+    pub(crate) fn resend_abandoned(&mut self, cx: &mut Cx<'_, '_>) {
+        let timeout = self.st.timings.lp_answer_timeout_us;
+        let due: Vec<AbandonedReserve> = self
+            .st
+            .abandoned
+            .values()
+            .filter(|r| r.sent_at_us + timeout <= cx.now)
+            .take(256)
+            .copied()
+            .collect();
+        for r in due {
+            if !cx.fx.room_for_session() {
+                return;
+            }
+            let effect_id = cx.fx.emit(&abandoned_effect(&r));
+            self.st.abandoned.insert(r.key, AbandonedReserve { effect_id, sent_at_us: cx.now, ..r });
+            self.st.counters.lp_resends += 1;
+        }
+    }
+
     /// Stray releases whose answer is overdue (or was BUSY) are sent again, same key.
     pub(crate) fn resend_strays(&mut self, cx: &mut Cx<'_, '_>) {
         let timeout = self.st.timings.lp_answer_timeout_us;
@@ -448,6 +487,17 @@ pub(crate) fn reserve_effect(s: &Session) -> MatchingEffect {
         amount_minor: s.lp.amount_minor,
     };
     MatchingEffect::LpReserve(LpReserve { body, key: effect::reserve_key(&body, s.lp.attempt) })
+}
+
+/// The `reserve` an abandoned one asks again.
+pub(crate) fn abandoned_effect(r: &AbandonedReserve) -> MatchingEffect {
+    let body = ReserveBody {
+        session: r.session,
+        partner: r.partner,
+        currency: r.currency,
+        amount_minor: r.amount_minor,
+    };
+    MatchingEffect::LpReserve(LpReserve { body, key: r.key })
 }
 
 /// The call on the session's LP reservation, if it holds one.

@@ -43,6 +43,9 @@ pub(crate) fn pending_effects(p: &MatchingPlugin, out: &mut Vec<Effect>) {
         debug_assert_eq!(effect::reservation_key(effect::op::LP_RELEASE, &body, r.key.attempt), r.key);
         all.insert(r.effect_id, MatchingEffect::LpRelease(LpOnReservation { body, key: r.key }));
     }
+    for r in p.st.abandoned.values() {
+        all.insert(r.effect_id, crate::lp::abandoned_effect(r));
+    }
     for (effect_id, e) in all {
         let (op, body) = e.encode();
         out.push(Effect { plugin: PluginKind::Matching, effect_id, op, body });

@@ -66,6 +66,7 @@ impl MatchingPlugin {
             C::SetLpAccount(c) => self.on_lp_account(cx, c),
             C::SellerOffer(c) => self.on_seller_offer(cx, c),
             C::Resolve(c) => self.on_resolve(cx, c),
+            C::SetTimings(c) => self.on_timings(c),
             C::LpAnswered(c) => {
                 self.on_lp_answered(cx, c);
                 Ok(())
@@ -152,6 +153,17 @@ impl MatchingPlugin {
                 // Windows already open keep their times: a setting applies to the next window.
                 self.st.partners.insert(c.partner, s);
             }
+        }
+        Ok(())
+    }
+
+    /// New timings apply from now: every session's timer is derived again.
+    fn on_timings(&mut self, c: &SetTimings) -> Result<(), RejectKind> {
+        c.timings.validate().map_err(|_| RejectKind::InvalidSetting)?;
+        self.st.timings = c.timings;
+        let ids: Vec<SessionId> = self.st.sessions.keys().copied().collect();
+        for id in ids {
+            self.with_session(id, |_, _| ());
         }
         Ok(())
     }
@@ -389,6 +401,7 @@ impl Plugin for MatchingPlugin {
             st.escalations.len() as u64,
             st.dead_letters.len() as u64,
             st.strays.len() as u64,
+            st.abandoned.len() as u64,
             st.early_webhooks.len() as u64,
             st.rejections_recent.len() as u64,
             c.windows_closed,

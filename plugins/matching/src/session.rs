@@ -150,12 +150,23 @@ impl MatchingPlugin {
         cx.fx.emit(&MatchingEffect::AwaitingDecision(notice));
     }
 
-    /// Returns the anchors (ledger holds released) and forgets the LP call in flight: its answer,
-    /// if RESERVED, comes back to a session that no longer waits for it and is released then.
+    /// Returns the anchors (ledger holds released) and hands a `reserve` in flight over to the
+    /// abandoned reserves (asked again until answered, then released: `lp::abandoned_answered`).
     /// An LP reservation held is released at the LP (a stray release, pending until answered).
     pub(crate) fn return_reservations(&mut self, cx: &mut Cx<'_, '_>, s: &mut Session) {
         self.return_anchors(cx, s);
-        s.lp.awaiting = None;
+        if let Some(a) = s.lp.awaiting.take().filter(|a| a.call == LpCall::Reserve) {
+            let abandoned = AbandonedReserve {
+                session: s.id,
+                partner: s.partner,
+                currency: s.currency,
+                amount_minor: s.lp.amount_minor,
+                key: a.key,
+                effect_id: a.effect_id,
+                sent_at_us: a.sent_at_us,
+            };
+            self.st.abandoned.insert(a.key, abandoned);
+        }
         if let Some(h) = s.lp.held.take() {
             self.release_stray(cx, s.id, h.reservation, s.lp.attempt);
         }

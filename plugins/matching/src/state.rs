@@ -552,6 +552,22 @@ wire_struct! {
 }
 
 wire_struct! {
+    /// A `reserve` whose session stopped waiting (its window closed, the user cancelled) while it
+    /// was in flight: asked again (same key) until answered, so that whatever it reserved is
+    /// released — or, committed, handed to an operator. Never forgotten.
+    #[derive(Copy, Clone, PartialEq, Eq, Debug)]
+    pub struct AbandonedReserve {
+        pub session: SessionId,
+        pub partner: PartnerId,
+        pub currency: Ccy,
+        pub amount_minor: u64,
+        pub key: IdempotencyKey,
+        pub effect_id: u64,
+        pub sent_at_us: u64,
+    }
+}
+
+wire_struct! {
     /// Totals. They observe; no rule reads them back.
     #[derive(Copy, Clone, PartialEq, Eq, Debug, Default)]
     pub struct Counters {
@@ -617,6 +633,7 @@ pub struct State {
     pub escalations: BTreeMap<u64, Escalation>,
     pub dead_letters: BTreeMap<u64, DeadLetter>,
     pub strays: BTreeMap<ReservationId, StrayRelease>,
+    pub abandoned: BTreeMap<IdempotencyKey, AbandonedReserve>,
     pub early_webhooks: BTreeMap<EscrowId, TradeId>,
     pub errors_recent: Vec<ErrorRecord>,
     pub rejections_recent: Vec<Rejection>,
@@ -642,6 +659,7 @@ impl Wire for State {
         self.escalations.put(w);
         self.dead_letters.put(w);
         self.strays.put(w);
+        self.abandoned.put(w);
         self.early_webhooks.put(w);
         self.errors_recent.put(w);
         self.rejections_recent.put(w);
@@ -665,6 +683,7 @@ impl Wire for State {
             escalations: Wire::get(r)?,
             dead_letters: Wire::get(r)?,
             strays: Wire::get(r)?,
+            abandoned: Wire::get(r)?,
             early_webhooks: Wire::get(r)?,
             errors_recent: Wire::get(r)?,
             rejections_recent: Wire::get(r)?,

@@ -27,6 +27,7 @@ impl MatchingPlugin {
         self.intake(cx);
         self.wake_sessions(cx);
         self.resend_strays(cx);
+        self.resend_abandoned(cx);
     }
 
     fn expire_orders(&mut self, cx: &mut Cx<'_, '_>) {

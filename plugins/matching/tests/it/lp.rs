@@ -313,3 +313,24 @@ fn every_answer_to_a_call_nobody_waits_for_is_counted_not_applied() {
     assert_eq!(fx.p().counters().answers_ignored, before + 2);
     assert_eq!(fx.status(1), SessionStatus::Matching);
 }
+
+/// A reserve in flight when the window closes is not forgotten: asked again (same key) until
+/// answered, and what it reserved goes back to the LP.
+#[test]
+fn a_reserve_abandoned_by_its_window_is_asked_again_and_released() {
+    let mut fx = Fx::new();
+    let first = reserving(&mut fx);
+    fx.tick_at(T0 + 301 * S);
+    assert_eq!(fx.status(1), SessionStatus::AwaitingUserDecision);
+    let again = next_call(&mut fx, 11 * S);
+    assert_eq!(key(&again.1), key(&first.1), "the same reserve, the same key");
+    fx.answer(&again, LpAnswer::Reserved { reservation: ReservationId(5), expires_at_us: fx.now() + 30 * S });
+    assert!(
+        matches!(fx.last_lp().1, MatchingEffect::LpRelease(ref r) if r.body.reservation == ReservationId(5))
+    );
+    fx.answer_last(LpAnswer::Released);
+    assert_eq!(fx.p().counters().strays_released, 1);
+    let before = fx.effect_count();
+    fx.advance(30 * S);
+    assert!(fx.lp_calls_since(before).is_empty(), "nothing more is owed");
+}

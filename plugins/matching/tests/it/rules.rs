@@ -438,3 +438,20 @@ fn a_partner_without_p2p_reserves_at_the_lp_at_once() {
     assert_eq!(reserves(&fx.lp_calls_since(0)).len(), 1);
     assert!(s.p2p.is_empty(), "no seller is touched");
 }
+
+/// Timings are journaled: new ones apply to every session's next timer.
+#[test]
+fn timings_are_set_through_the_journal() {
+    let mut fx = Fx::new();
+    fx.seller(1, 20_000);
+    fx.order(1, 100_000);
+    fx.tick_at(T0 + S);
+    let quick = Timings { p2p_lease_us: 4 * S, ..Timings::default() };
+    fx.cmd(MatchingCommand::SetTimings(SetTimings { timings: quick }));
+    assert_eq!(fx.p().timings().p2p_lease_us, 4 * S);
+    assert_eq!(fx.session(1).p2p[0].expires_at_us, T0 + 31 * S, "a lease granted stays");
+    fx.advance(29 * S);
+    assert!(fx.session(1).p2p[0].expires_at_us <= fx.now() + 4 * S, "renewed with the new lease");
+    fx.cmd(MatchingCommand::SetTimings(SetTimings { timings: Timings { p2p_lease_us: 1, ..quick } }));
+    assert_eq!(fx.p().rejected(RejectKind::InvalidSetting), 1);
+}
