@@ -88,6 +88,7 @@ impl PluginFlags {
                 p2p_phase_s,
                 lp_phase_s,
                 decision_grace_s,
+                quick_timings: matching.quick_timings,
             }),
         };
         config.check()?;

@@ -2,21 +2,23 @@
 //! plugin's outside world — an [`LpAdapter`] and the P2P marketplace — and a ready-made
 //! [`Workload`] for demos and the simulator.
 //!
-//! **Idempotency of results.** A result's `bmi` derives from what it answers: `MR<effect id>`
-//! for the LP's answer to an effect, `TW<escrow>` for a trade-completion webhook; the marketplace
-//! names its own (`SO…`, `PAID…`, `DEC…`). An effect executed twice (an old and a new owner) gets
-//! the same `bmi`; the sequencer answers a retry with the original seq and refuses different
-//! content, and the LP's idempotency key makes a second execution get the first answer replayed
-//! — so re-sending is harmless. The plugin judges what it did not wait for.
+//! **Idempotency of results.** A result's `bmi` derives from what it answers:
+//! `MR<effect id>.<answer digest>` for the LP's answer to an effect, `TW<escrow>` for a
+//! trade-completion webhook; the marketplace names its own (`SO…`, `PAID…`, `DEC…`). An effect
+//! executed twice (an old and a new owner) with the same answer gets the same `bmi` and the
+//! sequencer keeps one; the LP's idempotency key makes a second execution get the first answer
+//! replayed — so re-sending is harmless. When the LP's state moved between the two executions
+//! (BUSY, then a reservation), both answers are journaled and the plugin judges the one it did
+//! not wait for (a reservation nobody uses is released; a commit goes to an operator).
 
 use rtgs_core::entry::{AccountId, Bmi, Currency, InputError, Payload, PluginCommand};
 use rtgs_core::plugin::{Effect, EffectAdapter};
 
-use crate::command::{MatchingCommand, SetLpAccount, SetPartnerSettings, SubmitOrder};
+use crate::command::{MatchingCommand, SetLpAccount, SetPartnerSettings, SetTimings, SubmitOrder};
 use crate::effect::MatchingEffect;
 use crate::lp_sim::{LpAdapter, LpConfig, LpSim};
 use crate::market_sim::{MarketConfig, MarketSim, UserPolicy};
-use crate::settings::PartnerSettings;
+use crate::settings::{PartnerSettings, Timings};
 use crate::types::*;
 
 /// The plugin's outside world driven as the node's [`EffectAdapter`].
@@ -46,11 +48,19 @@ impl<L: LpAdapter> NodeAdapter<L> {
     }
 }
 
-/// The `bmi` of an LP result (see the module docs).
+/// The `bmi` of an LP result (see the module docs): the effect it answers **and** a digest of
+/// the answer. The same answer sent twice (an old and a new owner) is deduplicated; a different
+/// one — the LP's state moved between two executions of one effect (BUSY to the first, a
+/// reservation to the second) — is journaled too, so the plugin learns of a reservation it did
+/// not wait for and releases it, instead of the sequencer refusing it as a conflict.
 pub fn lp_result_bmi(cmd: &MatchingCommand) -> Result<Bmi, InputError> {
     match cmd {
         MatchingCommand::LpTradeCompleted(w) => Bmi::numbered("TW", w.escrow.0),
-        other => Bmi::numbered("MR", other.effect_id().unwrap_or(0)),
+        other => {
+            let (op, body) = other.encode();
+            let digest = rtgs_core::hash::bytes64(u64::from(op), &body) as u32;
+            Bmi::new(format!("MR{}.{digest:08x}", other.effect_id().unwrap_or(0)).as_bytes())
+        }
     }
 }
 
@@ -119,6 +129,8 @@ pub struct Workload {
     pub order_ttl_us: u64,
     /// The windows of every partner; partner 1 of every 4 has no P2P.
     pub settings: PartnerSettings,
+    /// Timings journaled at setup (none: the plugin's defaults).
+    pub timings: Option<Timings>,
     pub seller_funds_minor: u64,
     pub lp_funds_minor: u64,
     pub lp_account: AccountId,
@@ -137,6 +149,7 @@ impl Workload {
             amount_minor: (10_000, 400_000),
             order_ttl_us: 3_600 * SECOND_US,
             settings: PartnerSettings::default(),
+            timings: None,
             seller_funds_minor: 10_000_000_000,
             lp_funds_minor: 1_000_000_000_000,
             lp_account: AccountId(70_000_000),
@@ -146,7 +159,7 @@ impl Workload {
         })
     }
 
-    /// Short windows for demos and the simulator (the defaults stay 180 / 120 / 300 s).
+    /// Other windows (the defaults stay 180 / 120 / 300 s).
     pub fn with_windows(mut self, p2p_s: u32, lp_s: u32, grace_s: u32) -> Self {
         self.settings = PartnerSettings {
             use_p2p: true,
@@ -154,6 +167,12 @@ impl Workload {
             lp_phase_s: lp_s,
             decision_grace_s: grace_s,
         };
+        self
+    }
+
+    /// Journals [`Timings::quick`] at setup (windows of seconds).
+    pub fn with_quick_timings(mut self) -> Self {
+        self.timings = Some(Timings::quick());
         self
     }
 
@@ -210,6 +229,9 @@ impl Workload {
                 account: Account(self.lp_account),
             }),
         )];
+        if let Some(timings) = self.timings {
+            cmds.push((Bmi::new(b"MTIM"), MatchingCommand::SetTimings(SetTimings { timings })));
+        }
         for i in 0..self.partners {
             let settings = PartnerSettings { use_p2p: i % 4 != 3, ..self.settings };
             let partner = self.partner(i).0;

@@ -114,6 +114,19 @@ impl Default for Timings {
 }
 
 impl Timings {
+    /// Short timings for demos and the simulator, whose windows last seconds: 4 s anchor
+    /// leases, a routing pass every 0.5 s, LP retries from 0.2 s to 2 s, answers overdue after
+    /// 2 s. Production keeps [`Timings::default`].
+    pub fn quick() -> Self {
+        Timings {
+            p2p_lease_us: 4 * SECOND_US,
+            route_interval_us: SECOND_US / 2,
+            lp_backoff_base_us: SECOND_US / 5,
+            lp_backoff_max_us: 2 * SECOND_US,
+            lp_answer_timeout_us: 2 * SECOND_US,
+        }
+    }
+
     /// Timings that cannot work are refused (tests and configs).
     pub fn validate(&self) -> Result<(), &'static str> {
         if self.p2p_lease_us < 2 * SECOND_US {

@@ -56,6 +56,8 @@ pub struct MatchingConfig {
     pub p2p_phase_s: u32,
     pub lp_phase_s: u32,
     pub decision_grace_s: u32,
+    /// Journal the plugin's short timings at setup (windows of seconds: demos).
+    pub quick_timings: bool,
 }
 
 impl Default for MatchingConfig {
@@ -68,6 +70,7 @@ impl Default for MatchingConfig {
             p2p_phase_s: 180,
             lp_phase_s: 120,
             decision_grace_s: 300,
+            quick_timings: false,
         }
     }
 }
@@ -77,7 +80,12 @@ impl MatchingConfig {
     pub fn workload(&self) -> MatchingWorkload {
         let base = MatchingWorkload::new(self.orders, self.sellers, self.seed)
             .unwrap_or_else(|_| unreachable!("the workload's currency is a constant that parses"));
-        base.with_windows(self.p2p_phase_s, self.lp_phase_s, self.decision_grace_s)
+        let w = base.with_windows(self.p2p_phase_s, self.lp_phase_s, self.decision_grace_s);
+        if self.quick_timings {
+            w.with_quick_timings()
+        } else {
+            w
+        }
     }
 
     pub fn lp(&self) -> LpConfig {
