@@ -17,6 +17,7 @@
 //! * [`client`] — what engines tell their clients (final notices, refusals).
 //! * [`plugin`] — the contract plugins implement (deterministic, effects out, results in).
 //! * [`plugin_host`] — a center's plugins: routing, step digests, effect ownership, failover.
+//! * [`wire`] — the compact binary codec of the plugins' commands, effects and checkpoints.
 //! * [`limits`] — every bound in one place; [`hash`], [`prng`] — deterministic helpers.
 
 pub mod center;
@@ -33,3 +34,4 @@ pub mod plugin_host;
 pub mod prng;
 pub mod replica;
 pub mod sequencer;
+pub mod wire;

@@ -19,7 +19,7 @@
 //! it, so the sequencer's dedupe (or the plugin itself) drops the second result. Adapters must
 //! make re-execution harmless (same signed transaction, same nonce).
 
-use crate::entry::{AccountId, Bmi, Entry, PluginCommand, PluginKind, Seq};
+use crate::entry::{AccountId, Bmi, Currency, Entry, PluginCommand, PluginKind, Seq};
 use crate::ledger::{Hold, HoldKey, IntentRejected, Ledger, LedgerIntent};
 
 /// A request to the outside world, in the plugin's own encoding.
@@ -101,6 +101,13 @@ impl<'a> Step<'a> {
     /// An account's available balance (`None`: unknown or closed).
     pub fn available_minor(&self, account: AccountId) -> Option<u64> {
         self.ledger.account(account).filter(|a| !a.closed).map(|a| a.balance_minor)
+    }
+
+    /// An open account's currency (`None`: unknown or closed). A plugin that pairs accounts —
+    /// a hold on one settled to another — checks here that they can pair before it holds
+    /// anything, instead of learning it from a refused settle later.
+    pub fn account_currency(&self, account: AccountId) -> Option<Currency> {
+        self.ledger.account(account).filter(|a| !a.closed).map(|a| a.currency)
     }
 
     /// One of this plugin's live holds.
@@ -209,5 +216,39 @@ pub trait EffectAdapter: Send {
     /// Named figures for reports.
     fn figures(&self, out: &mut Vec<(&'static str, u64)>) {
         let _ = out;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::entry::{CenterId, Payload};
+
+    #[test]
+    fn a_step_reads_an_open_accounts_currency_and_balance_only() {
+        let eur = Currency::new(b"EUR").unwrap_or_else(|e| panic!("{e}"));
+        let mut ledger = Ledger::new();
+        let mut seq = 0;
+        let mut apply = |ledger: &mut Ledger, payload| {
+            seq += 1;
+            ledger.apply(&Entry {
+                seq,
+                epoch: 1,
+                timestamp_us: seq,
+                origin: CenterId(1),
+                bmi: Bmi::NONE,
+                payload,
+            });
+        };
+        apply(&mut ledger, Payload::AccountOpen { account: AccountId(1), currency: eur });
+        apply(&mut ledger, Payload::AccountFund { account: AccountId(1), amount_minor: 7 });
+        apply(&mut ledger, Payload::AccountOpen { account: AccountId(2), currency: eur });
+        apply(&mut ledger, Payload::AccountClose { account: AccountId(2) });
+        let (mut effects, mut log) = (Vec::new(), Vec::new());
+        let step = Step::new(9, PluginKind::Matching, &mut effects, &mut ledger, &mut log);
+        assert_eq!(step.account_currency(AccountId(1)), Some(eur));
+        assert_eq!(step.available_minor(AccountId(1)), Some(7));
+        assert_eq!(step.account_currency(AccountId(2)), None, "closed");
+        assert_eq!(step.account_currency(AccountId(3)), None, "unknown");
     }
 }

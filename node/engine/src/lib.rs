@@ -70,7 +70,7 @@ use tokio::sync::mpsc;
 pub use crate::api::ApiConfig;
 pub use crate::center::Faults;
 pub use crate::pg::PgServer;
-pub use rtgs_plugins::{CollectionConfig, PluginsConfig};
+pub use rtgs_plugins::{CollectionConfig, MatchingConfig, PluginsConfig};
 
 /// A task of the node.
 pub type Task = Pin<Box<dyn Future<Output = Result<(), EngineError>> + Send>>;

@@ -142,7 +142,7 @@ pub async fn refuse_stored(
     if stored.is_some() {
         return Err(EngineError::Config(format!(
             "{name}: plugin state is stored in this center's database but plugins are not enabled; start \
-             with --collection (RTGS_COLLECTION=true) like the other centers"
+             with the same plugin flags (--collection, --matching) as the other centers"
         )));
     }
     Ok(PluginHost::empty(me))

@@ -1,10 +1,10 @@
-//! The plugin flags every command shares (`--collection`, ...), built into the one
+//! The plugin flags every command shares (`--collection`, `--matching`, ...), built into the one
 //! `rtgs_plugins::PluginsConfig`. The set of plugins is named in `rtgs-plugins`; only the flags
 //! are here, so that `demo`, `serve`, `node` and `verify` read them alike. Defaults that differ
 //! per command (a demo sweeps 100,000 wallets, `serve` a thousand) come from the command.
 
 use clap::Args;
-use rtgs_plugins::{CollectionConfig, PluginsConfig};
+use rtgs_plugins::{CollectionConfig, MatchingConfig, PluginsConfig};
 
 #[derive(Args, Clone, Debug, Default)]
 pub struct PluginFlags {
@@ -25,17 +25,70 @@ pub struct PluginFlags {
     /// Seed of the simulated chain, the same on every center [default: the command's].
     #[arg(long, env = "RTGS_CHAIN_SEED")]
     pub chain_seed: Option<u64>,
+    /// Run the matching (P2P deposit matching) plugin against the LP and marketplace simulators.
+    #[arg(long, env = "RTGS_MATCHING")]
+    pub matching: bool,
+    /// Orders a demo submits [default: the command's].
+    #[arg(long, env = "RTGS_MATCHING_ORDERS")]
+    pub matching_orders: Option<u64>,
+    /// Sellers in the simulated marketplace [default: the command's].
+    #[arg(long, env = "RTGS_MATCHING_SELLERS")]
+    pub matching_sellers: Option<u64>,
+    /// The simulated LP misbehaves (BUSY, NO_POOL, transport failures, lost and late answers,
+    /// rejections after the commit, COMMITTED on reserve).
+    #[arg(long, env = "RTGS_MATCHING_LP_FAULTS")]
+    pub matching_lp_faults: bool,
+    /// The workload partners' window: P2P phase, LP phase and decision grace in seconds, e.g.
+    /// `180,120,300` [default: the command's].
+    #[arg(long, env = "RTGS_MATCHING_WINDOW_S", value_parser = parse_window)]
+    pub matching_window_s: Option<(u32, u32, u32)>,
+    /// Seed of the matching simulators, the same on every center [default: the command's].
+    #[arg(long, env = "RTGS_MATCHING_SEED")]
+    pub matching_seed: Option<u64>,
+}
+
+fn parse_window(text: &str) -> Result<(u32, u32, u32), String> {
+    let parts: Vec<&str> = text.split(',').collect();
+    let n = |s: &str| s.trim().parse::<u32>().map_err(|e| format!("{s:?}: {e}"));
+    match parts.as_slice() {
+        [p2p, lp, grace] => Ok((n(p2p)?, n(lp)?, n(grace)?)),
+        _ => Err("expected P2P,LP,GRACE seconds, e.g. 180,120,300".into()),
+    }
 }
 
 impl PluginFlags {
     /// The plugins these flags enable, unset values taken from the command's `defaults`.
     pub fn config(&self, defaults: CollectionConfig) -> anyhow::Result<PluginsConfig> {
+        self.config_with(defaults, MatchingConfig::default())
+    }
+
+    /// [`PluginFlags::config`] with the command's matching defaults too.
+    pub fn config_with(
+        &self,
+        defaults: CollectionConfig,
+        matching: MatchingConfig,
+    ) -> anyhow::Result<PluginsConfig> {
+        let (p2p_phase_s, lp_phase_s, decision_grace_s) = self.matching_window_s.unwrap_or((
+            matching.p2p_phase_s,
+            matching.lp_phase_s,
+            matching.decision_grace_s,
+        ));
         let config = PluginsConfig {
             collection: self.collection.then(|| CollectionConfig {
                 wallets: self.collection_wallets.unwrap_or(defaults.wallets),
                 relayers: self.collection_relayers.unwrap_or(defaults.relayers),
                 chain_time_scale: self.chain_time_scale.unwrap_or(defaults.chain_time_scale),
                 chain_seed: self.chain_seed.unwrap_or(defaults.chain_seed),
+            }),
+            matching: self.matching.then(|| MatchingConfig {
+                orders: self.matching_orders.unwrap_or(matching.orders),
+                sellers: self.matching_sellers.unwrap_or(matching.sellers),
+                lp_faults: self.matching_lp_faults || matching.lp_faults,
+                seed: self.matching_seed.unwrap_or(matching.seed),
+                p2p_phase_s,
+                lp_phase_s,
+                decision_grace_s,
+                quick_timings: matching.quick_timings,
             }),
         };
         config.check()?;

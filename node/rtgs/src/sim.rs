@@ -43,6 +43,16 @@ pub struct SimArgs {
     /// Relayers of the collection workload.
     #[arg(long, default_value_t = 3)]
     pub collection_relayers: u64,
+    /// Run the matching plugin in every center against a faulty LP and a simulated marketplace
+    /// (owner failovers, identical plugin state, no order matched twice, every escrow known).
+    #[arg(long, conflicts_with = "collection")]
+    pub matching: bool,
+    /// Orders of the matching workload.
+    #[arg(long, default_value_t = 24)]
+    pub matching_orders: u64,
+    /// Sellers of the matching workload.
+    #[arg(long, default_value_t = 4)]
+    pub matching_sellers: u64,
 }
 
 fn run_one(args: &SimArgs, config: &SimConfig) -> Result<sim::SimReport, sim::SimFailure> {
@@ -52,6 +62,9 @@ fn run_one(args: &SimArgs, config: &SimConfig) -> Result<sim::SimReport, sim::Si
             args.collection_wallets,
             args.collection_relayers,
         );
+        sim::run_with_plugins(config, Box::new(world))
+    } else if args.matching {
+        let world = sim::matching::MatchingSim::new(config.seed, args.matching_orders, args.matching_sellers);
         sim::run_with_plugins(config, Box::new(world))
     } else {
         sim::run(config)
@@ -79,6 +92,12 @@ fn replay_command(args: &SimArgs, seed: u64) -> String {
         cmd += &format!(
             " --collection --collection-wallets {} --collection-relayers {}",
             args.collection_wallets, args.collection_relayers
+        );
+    }
+    if args.matching {
+        cmd += &format!(
+            " --matching --matching-orders {} --matching-sellers {}",
+            args.matching_orders, args.matching_sellers
         );
     }
     cmd

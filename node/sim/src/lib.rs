@@ -23,13 +23,14 @@
 //! * `client` — the seeded workload and the clients that submit it.
 //! * `checker` — the invariants checked after every step and at the end.
 //! * [`collection`] — the collection plugin's outside world ([`SimPlugins`]).
+//! * [`matching`] — the matching plugin's outside world: an LP, a marketplace, an operator.
 //!
 //! Everything random comes from [`rtgs_core::prng::Prng`] streams seeded by the config's seed;
 //! time is a virtual clock; every collection whose order matters is a `Vec`, `VecDeque` or
 //! `BTreeMap`; nothing reads a clock or starts a thread. One seed is one run, bit for bit, so a
 //! failure replays from its seed: `rtgs sim --seed S`.
 
-use rtgs_core::entry::PluginCommand;
+use rtgs_core::entry::{Bmi, Payload, PluginCommand};
 use rtgs_core::limits::CENTER_COUNT_MAX;
 use rtgs_core::plugin::{EffectAdapter, HostedPlugin};
 use rtgs_core::plugin_host::PluginHost;
@@ -40,6 +41,7 @@ mod center;
 mod checker;
 mod client;
 pub mod collection;
+pub mod matching;
 mod network;
 mod storage;
 mod world;
@@ -249,6 +251,11 @@ pub struct SimReport {
 pub trait SimPlugins: EffectAdapter {
     /// One center's plugins (the same set for every center).
     fn make(&self) -> Vec<Box<dyn HostedPlugin>>;
+    /// Commands the world needs journaled before anything else (accounts to open and fund),
+    /// submitted like its results, until journaled.
+    fn setup(&self) -> Vec<(Bmi, Payload)> {
+        Vec::new()
+    }
     /// The effect id a result command answers, if it answers one (its answer is lost when the
     /// center that executed the effect crashes before journaling it).
     fn answers(&self, command: &PluginCommand) -> Option<u64>;

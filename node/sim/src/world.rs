@@ -142,6 +142,7 @@ impl World {
         for i in 0..config.centers {
             world.start_center(i).map_err(failure)?;
         }
+        world.push_setup();
         Ok(world)
     }
 

@@ -8,7 +8,8 @@
 //!
 //! # Layout
 //! * [`types`] — ids (`DepositId`, `WalletId`, `BatchId`, `TxHash`, ...) and the group key.
-//! * [`wire`] — the compact binary codec every command, effect and checkpoint uses.
+//! * [`wire`] — the compact binary codec every command, effect and checkpoint uses (the core's
+//!   `rtgs_core::wire`, shared by every plugin).
 //! * [`settings`] — `collection.*` / `stale_tx.*` settings, global and per partner, validated.
 //! * [`command`] — [`CollectionCommand`]: operator/core inputs and adapter results, with codec.
 //! * [`effect`] — [`CollectionEffect`]: balance reads, sweep broadcasts, receipt lookups,
@@ -45,6 +46,8 @@
 //! so re-executing an effect after a failover sends the same transaction.
 
 #[macro_use]
+extern crate rtgs_core;
+
 pub mod wire;
 
 pub mod adapter;

@@ -5,49 +5,31 @@ use std::fmt;
 
 use crate::wire::{DecodeError, Reader, Wire, Writer};
 
-macro_rules! id_type {
-    ($(#[$m:meta])* $name:ident($t:ty)) => {
-        $(#[$m])*
-        #[derive(Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
-        pub struct $name(pub $t);
-
-        impl Wire for $name {
-            const BYTES_MIN: usize = std::mem::size_of::<$t>();
-            fn put(&self, w: &mut Writer<'_>) {
-                self.0.put(w);
-            }
-            fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-                Ok($name(<$t>::get(r)?))
-            }
-        }
-    };
-}
-
-id_type!(
+wire_id!(
     /// `deposits.id`: one confirmed incoming transfer.
     DepositId(u64)
 );
-id_type!(
+wire_id!(
     /// `partners.id`: the business customer owning the wallet.
     PartnerId(u64)
 );
-id_type!(
+wire_id!(
     /// `wallet_addresses.id` of a deposit (HOT) wallet; the chain simulator uses it as the address.
     WalletId(u64)
 );
-id_type!(
+wire_id!(
     /// `blockchain_networks.id`.
     ChainId(u32)
 );
-id_type!(
+wire_id!(
     /// `currencies.id`: a token on a chain.
     TokenId(u32)
 );
-id_type!(
+wire_id!(
     /// `wallet_addresses.id` of a relayer: the account that pays gas and signs sweeps.
     RelayerId(u64)
 );
-id_type!(
+wire_id!(
     /// `collection_batches.id`: assigned by the plugin, 1, 2, 3 ... in journal order.
     BatchId(u64)
 );

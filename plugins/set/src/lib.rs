@@ -11,7 +11,7 @@
 //!   (every center must get the same set: their step digests are in the state hash).
 //! * [`Adapters`] — the enabled plugins' outside worlds behind one `EffectAdapter`: each effect is
 //!   routed to the adapter of its plugin, results of all are polled.
-//! * [`collection`] — typed read access to a host's collection plugin (the API's audit queries).
+//! * [`collection`], [`matching`] — typed read access to a host's plugins (the API's queries).
 //!
 //! Depends on the plugin crates and the core only: no I/O (the chain simulators are sans-IO too).
 
@@ -21,6 +21,9 @@ use rtgs_collection::CollectionPlugin;
 use rtgs_core::entry::{Bmi, CenterId, PluginCommand, PluginKind};
 use rtgs_core::plugin::{Effect, EffectAdapter, HostedPlugin};
 use rtgs_core::plugin_host::PluginHost;
+use rtgs_matching::adapter::{NodeAdapter as MatchingAdapter, Workload as MatchingWorkload};
+use rtgs_matching::lp_sim::{LpConfig, LpSim};
+use rtgs_matching::MatchingPlugin;
 use serde::{Deserialize, Serialize};
 
 /// Where every simulated chain's clock starts (µs).
@@ -32,6 +35,70 @@ pub const CHAIN_START_US: u64 = 1_000_000;
 pub struct PluginsConfig {
     /// Wallet sweeping (seed 000) over a chain simulator.
     pub collection: Option<CollectionConfig>,
+    /// P2P deposit matching (seed 002) over an LP simulator and a simulated marketplace.
+    pub matching: Option<MatchingConfig>,
+}
+
+/// The matching plugin's outside world: an LP simulator and a marketplace whose sellers offer
+/// from the workload's seller accounts — the same on every center (same seed, same workload).
+/// Its presence is the plugin's one switch: there is no intake switch of its own (seed ☠️ 정정 ②).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MatchingConfig {
+    /// Orders a demo submits (the node's own outside world does not make orders: participants do).
+    pub orders: u64,
+    /// Sellers in the marketplace (their accounts are the workload's; a demo opens and funds them).
+    pub sellers: u64,
+    /// The LP misbehaves (BUSY, NO_POOL, transport failures, lost and late answers, rejections).
+    pub lp_faults: bool,
+    pub seed: u64,
+    /// The workload partners' windows, in seconds (P2P phase, LP phase, decision grace).
+    pub p2p_phase_s: u32,
+    pub lp_phase_s: u32,
+    pub decision_grace_s: u32,
+    /// Journal the plugin's short timings at setup (windows of seconds: demos).
+    pub quick_timings: bool,
+}
+
+impl Default for MatchingConfig {
+    fn default() -> Self {
+        MatchingConfig {
+            orders: 100_000,
+            sellers: 500,
+            lp_faults: false,
+            seed: 1,
+            p2p_phase_s: 180,
+            lp_phase_s: 120,
+            decision_grace_s: 300,
+            quick_timings: false,
+        }
+    }
+}
+
+impl MatchingConfig {
+    /// The workload: accounts, settings and orders (checked by [`PluginsConfig::check`]).
+    pub fn workload(&self) -> MatchingWorkload {
+        let base = MatchingWorkload::new(self.orders, self.sellers, self.seed)
+            .unwrap_or_else(|_| unreachable!("the workload's currency is a constant that parses"));
+        let w = base.with_windows(self.p2p_phase_s, self.lp_phase_s, self.decision_grace_s);
+        if self.quick_timings {
+            w.with_quick_timings()
+        } else {
+            w
+        }
+    }
+
+    pub fn lp(&self) -> LpConfig {
+        if self.lp_faults {
+            LpConfig::faulty()
+        } else {
+            LpConfig::default()
+        }
+    }
+
+    pub fn adapter(&self) -> MatchingAdapter<LpSim> {
+        self.workload().adapter(self.lp(), self.seed)
+    }
 }
 
 /// The collection plugin's outside world: a chain simulator with one deposit per wallet and
@@ -73,7 +140,12 @@ impl std::error::Error for ConfigError {}
 impl PluginsConfig {
     /// Only the collection plugin, with these settings.
     pub fn collection(c: CollectionConfig) -> Self {
-        PluginsConfig { collection: Some(c) }
+        PluginsConfig { collection: Some(c), ..PluginsConfig::default() }
+    }
+
+    /// Only the matching plugin, with these settings.
+    pub fn matching(c: MatchingConfig) -> Self {
+        PluginsConfig { matching: Some(c), ..PluginsConfig::default() }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -85,6 +157,9 @@ impl PluginsConfig {
         let mut kinds = Vec::new();
         if self.collection.is_some() {
             kinds.push(PluginKind::Collection);
+        }
+        if self.matching.is_some() {
+            kinds.push(PluginKind::Matching);
         }
         kinds
     }
@@ -99,6 +174,10 @@ impl PluginsConfig {
                 return Err(ConfigError("collection: the chain time scale must be at least 1".into()));
             }
         }
+        if let Some(m) = &self.matching {
+            let w = m.workload();
+            w.settings.validate().map_err(|e| ConfigError(format!("matching: {e}")))?;
+        }
         Ok(())
     }
 
@@ -107,6 +186,9 @@ impl PluginsConfig {
         let mut plugins: Vec<Box<dyn HostedPlugin>> = Vec::new();
         if self.collection.is_some() {
             plugins.push(Box::new(CollectionPlugin::new()));
+        }
+        if self.matching.is_some() {
+            plugins.push(Box::new(MatchingPlugin::new()));
         }
         plugins
     }
@@ -126,7 +208,8 @@ impl PluginsConfig {
         for kind in kinds {
             match kind {
                 PluginKind::Collection => config.collection = Some(CollectionConfig::default()),
-                PluginKind::Withdrawal | PluginKind::Matching => return None,
+                PluginKind::Matching => config.matching = Some(MatchingConfig::default()),
+                PluginKind::Withdrawal => return None,
             }
         }
         Some(config)
@@ -135,10 +218,13 @@ impl PluginsConfig {
     /// Each enabled plugin, fresh, with its own outside world (an engine that runs one adapter
     /// task per plugin); in the host's order.
     pub fn with_adapters(&self) -> Vec<(Box<dyn HostedPlugin>, Box<dyn EffectAdapter>)> {
-        let Adapters { collection } = self.adapters();
+        let Adapters { collection, matching } = self.adapters();
         let mut out: Vec<(Box<dyn HostedPlugin>, Box<dyn EffectAdapter>)> = Vec::new();
         if let Some(adapter) = collection {
             out.push((Box::new(CollectionPlugin::new()), Box::new(adapter)));
+        }
+        if let Some(adapter) = matching {
+            out.push((Box::new(MatchingPlugin::new()), Box::new(adapter)));
         }
         out
     }
@@ -150,6 +236,7 @@ impl PluginsConfig {
                 let chain = c.workload().chain(ChainConfig::default(), c.chain_seed, CHAIN_START_US);
                 NodeAdapter::new(chain, CHAIN_START_US, c.chain_time_scale)
             }),
+            matching: self.matching.as_ref().map(MatchingConfig::adapter),
         }
     }
 }
@@ -157,6 +244,7 @@ impl PluginsConfig {
 /// The enabled plugins' outside worlds, one adapter per plugin (see the crate docs).
 pub struct Adapters {
     pub collection: Option<NodeAdapter<ChainSim>>,
+    pub matching: Option<MatchingAdapter<LpSim>>,
 }
 
 impl Adapters {
@@ -164,7 +252,8 @@ impl Adapters {
     fn of(&mut self, kind: PluginKind) -> Option<&mut dyn EffectAdapter> {
         match kind {
             PluginKind::Collection => self.collection.as_mut().map(|a| a as &mut dyn EffectAdapter),
-            PluginKind::Withdrawal | PluginKind::Matching => None,
+            PluginKind::Matching => self.matching.as_mut().map(|a| a as &mut dyn EffectAdapter),
+            PluginKind::Withdrawal => None,
         }
     }
 }
@@ -181,10 +270,16 @@ impl EffectAdapter for Adapters {
         if let Some(a) = self.collection.as_mut() {
             a.poll(now_us, out);
         }
+        if let Some(a) = self.matching.as_mut() {
+            a.poll(now_us, out);
+        }
     }
 
     fn figures(&self, out: &mut Vec<(&'static str, u64)>) {
         if let Some(a) = &self.collection {
+            a.figures(out);
+        }
+        if let Some(a) = &self.matching {
             a.figures(out);
         }
     }
@@ -193,6 +288,11 @@ impl EffectAdapter for Adapters {
 /// The collection plugin of a host, if it runs there.
 pub fn collection(host: &PluginHost) -> Option<&CollectionPlugin> {
     host.plugin(PluginKind::Collection)?.as_any().downcast_ref()
+}
+
+/// The matching plugin of a host, if it runs there.
+pub fn matching(host: &PluginHost) -> Option<&MatchingPlugin> {
+    host.plugin(PluginKind::Matching)?.as_any().downcast_ref()
 }
 
 #[cfg(test)]
@@ -221,7 +321,8 @@ mod tests {
         );
         let mut adapters = c.adapters();
         // An effect of a plugin that is not in the set goes nowhere (and does not panic).
-        adapters.execute(&Effect { plugin: PluginKind::Matching, effect_id: 1, op: 1, body: Vec::new() }, 0);
+        adapters
+            .execute(&Effect { plugin: PluginKind::Withdrawal, effect_id: 1, op: 1, body: Vec::new() }, 0);
         let mut figures = Vec::new();
         adapters.figures(&mut figures);
         assert!(figures.iter().any(|(n, _)| *n == "adapter_effects_executed"));
@@ -234,5 +335,37 @@ mod tests {
         let zero = PluginsConfig::collection(CollectionConfig { relayers: 0, ..CollectionConfig::default() });
         assert!(zero.check().is_err());
         assert!(PluginsConfig::collection(CollectionConfig::default()).check().is_ok());
+        let bad_window =
+            PluginsConfig::matching(MatchingConfig { lp_phase_s: 0, ..MatchingConfig::default() });
+        assert!(bad_window.check().is_err());
+    }
+
+    /// ☠️ Seed 002 §4-b 정정 ②: one switch. Hosting the matching plugin is its only switch —
+    /// a second key (an intake switch) is refused, not silently ignored.
+    #[test]
+    fn matching_has_one_switch_and_routes_its_effects() {
+        let mut json = serde_json::to_value(PluginsConfig::matching(MatchingConfig::default()))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(serde_json::from_value::<PluginsConfig>(json.clone()).is_ok());
+        json["matching"]["intake_enabled"] = serde_json::Value::Bool(false);
+        assert!(serde_json::from_value::<PluginsConfig>(json).is_err(), "no second switch");
+        let both = PluginsConfig {
+            collection: Some(CollectionConfig { wallets: 1, relayers: 1, ..CollectionConfig::default() }),
+            matching: Some(MatchingConfig { orders: 1, sellers: 1, ..MatchingConfig::default() }),
+        };
+        assert_eq!(both.kinds(), vec![PluginKind::Collection, PluginKind::Matching]);
+        let host = both.host(CenterId(1));
+        assert!(matching(&host).is_some() && collection(&host).is_some());
+        assert_eq!(PluginsConfig::of_kinds(&both.kinds()).map(|c| c.kinds()), Some(both.kinds()));
+        let pairs = both.with_adapters();
+        assert_eq!(pairs.iter().map(|(p, _)| p.kind()).collect::<Vec<_>>(), both.kinds());
+        let mut adapters = both.adapters();
+        adapters
+            .execute(&Effect { plugin: PluginKind::Matching, effect_id: 1, op: 999, body: Vec::new() }, 0);
+        let mut figures = Vec::new();
+        adapters.figures(&mut figures);
+        let undecodable =
+            figures.iter().filter(|(n, v)| *n == "adapter_effects_undecodable" && *v == 1).count();
+        assert_eq!(undecodable, 1, "the matching effect reached the matching adapter only: {figures:?}");
     }
 }

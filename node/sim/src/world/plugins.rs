@@ -38,6 +38,14 @@ impl World {
         }
     }
 
+    /// The world's setup commands, first of all.
+    pub(super) fn push_setup(&mut self) {
+        let Some(p) = self.plugins.as_ref() else { return };
+        for (bmi, payload) in p.setup() {
+            self.push_plugin(bmi, payload, None);
+        }
+    }
+
     /// A command center `i` asked to submit (an owner proposal).
     pub(super) fn push_command(&mut self, command: Command, executed_by: Option<usize>) {
         self.push_plugin(command.bmi, command.payload, executed_by);
