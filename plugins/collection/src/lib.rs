@@ -8,7 +8,8 @@
 //!
 //! # Layout
 //! * [`types`] — ids (`DepositId`, `WalletId`, `BatchId`, `TxHash`, ...) and the group key.
-//! * [`wire`] — the compact binary codec every command, effect and checkpoint uses.
+//! * [`wire`] — the compact binary codec every command, effect and checkpoint uses (shared with
+//!   the withdrawal plugin: `rtgs_chain_sim::wire`).
 //! * [`settings`] — `collection.*` / `stale_tx.*` settings, global and per partner, validated.
 //! * [`command`] — [`CollectionCommand`]: operator/core inputs and adapter results, with codec.
 //! * [`effect`] — [`CollectionEffect`]: balance reads, sweep broadcasts, receipt lookups,
@@ -20,8 +21,9 @@
 //!   both driven by `Tick`s), `sweep` (balance results, skip rules, the batch lifecycle and the
 //!   race fix, given-up nonces) and `nonce` (the relayer nonce manager and batch dispatch).
 //! * [`checkpoint`] — whole-state encode/decode, state hash, derived indexes and invariants.
-//! * [`chain_sim`] — the [`ChainAdapter`] trait and a deterministic EVM-like chain simulator with
-//!   injectable faults.
+//! * [`chain_sim`] — the [`ChainAdapter`] trait and [`ChainSim`]: the shared deterministic
+//!   EVM-like chain simulator (`rtgs_chain_sim::evm`, injectable faults) with the collection's
+//!   reads, reports and RPC latency.
 //! * [`driver`] — a single-threaded journal driver: sequences commands and ticks, applies them,
 //!   executes effects on an adapter and feeds the results back (tests and demos).
 //! * `pending` — the effects still awaited, rebuilt from the state (`Plugin::pending_effects`,
@@ -45,7 +47,10 @@
 //! so re-executing an effect after a failover sends the same transaction.
 
 #[macro_use]
-pub mod wire;
+extern crate rtgs_chain_sim;
+
+/// The codec, shared with the withdrawal plugin (`rtgs_chain_sim::wire`).
+pub use rtgs_chain_sim::wire;
 
 pub mod adapter;
 pub mod chain_sim;

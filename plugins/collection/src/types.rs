@@ -1,27 +1,7 @@
 //! Identifiers. All opaque integers assigned outside the plugin, except [`BatchId`], which the
 //! plugin assigns itself (deterministically, in journal order).
 
-use std::fmt;
-
-use crate::wire::{DecodeError, Reader, Wire, Writer};
-
-macro_rules! id_type {
-    ($(#[$m:meta])* $name:ident($t:ty)) => {
-        $(#[$m])*
-        #[derive(Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
-        pub struct $name(pub $t);
-
-        impl Wire for $name {
-            const BYTES_MIN: usize = std::mem::size_of::<$t>();
-            fn put(&self, w: &mut Writer<'_>) {
-                self.0.put(w);
-            }
-            fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-                Ok($name(<$t>::get(r)?))
-            }
-        }
-    };
-}
+pub use rtgs_chain_sim::types::{ChainId, TokenId, TxHash};
 
 id_type!(
     /// `deposits.id`: one confirmed incoming transfer.
@@ -36,14 +16,6 @@ id_type!(
     WalletId(u64)
 );
 id_type!(
-    /// `blockchain_networks.id`.
-    ChainId(u32)
-);
-id_type!(
-    /// `currencies.id`: a token on a chain.
-    TokenId(u32)
-);
-id_type!(
     /// `wallet_addresses.id` of a relayer: the account that pays gas and signs sweeps.
     RelayerId(u64)
 );
@@ -51,30 +23,6 @@ id_type!(
     /// `collection_batches.id`: assigned by the plugin, 1, 2, 3 ... in journal order.
     BatchId(u64)
 );
-
-/// A transaction hash (keccak-256 on a real EVM chain).
-#[derive(Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct TxHash(pub [u8; 32]);
-
-impl fmt::Debug for TxHash {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("0x")?;
-        for b in &self.0[..6] {
-            write!(f, "{b:02x}")?;
-        }
-        f.write_str("…")
-    }
-}
-
-impl Wire for TxHash {
-    const BYTES_MIN: usize = 32;
-    fn put(&self, w: &mut Writer<'_>) {
-        w.bytes(&self.0);
-    }
-    fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(TxHash(r.array()?))
-    }
-}
 
 wire_struct! {
     /// A sweep's unit: one wallet, one token on one chain (one `collection_batches` row at a time).

@@ -1,4 +1,5 @@
-//! The compact binary codec of commands, effects and checkpoints.
+//! The compact binary codec of the chain plugins' commands, effects and checkpoints (collection
+//! and withdrawal; it moved here from the collection plugin so that both use one codec).
 //!
 //! Little-endian fixed-width integers, `u8` tags for enums, `u32` counts for lists. Decoding
 //! checks every tag and bounds every count by the bytes left before allocating, so hostile input
@@ -292,6 +293,7 @@ pub fn from_slice<T: Wire>(buf: &[u8]) -> Result<T, DecodeError> {
 }
 
 /// A struct whose encoding is its fields in order.
+#[macro_export]
 macro_rules! wire_struct {
     ($(#[$m:meta])* pub struct $name:ident { $($(#[$fm:meta])* pub $field:ident : $ty:ty),* $(,)? }) => {
         $(#[$m])*
@@ -310,6 +312,7 @@ macro_rules! wire_struct {
 }
 
 /// A field-less enum encoded as its `u8` code.
+#[macro_export]
 macro_rules! code_enum {
     ($(#[$m:meta])* pub enum $name:ident { $($(#[$vm:meta])* $var:ident = $code:literal),+ $(,)? }) => {
         $(#[$m])*
@@ -338,6 +341,26 @@ macro_rules! code_enum {
             fn get(r: &mut $crate::wire::Reader<'_>) -> Result<Self, $crate::wire::DecodeError> {
                 let c = r.array::<1>()?[0];
                 Self::from_code(c).ok_or($crate::wire::DecodeError::Invalid(stringify!($name)))
+            }
+        }
+    };
+}
+
+/// A newtype id over an integer, encoded as that integer.
+#[macro_export]
+macro_rules! id_type {
+    ($(#[$m:meta])* $name:ident($t:ty)) => {
+        $(#[$m])*
+        #[derive(Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
+        pub struct $name(pub $t);
+
+        impl $crate::wire::Wire for $name {
+            const BYTES_MIN: usize = std::mem::size_of::<$t>();
+            fn put(&self, w: &mut $crate::wire::Writer<'_>) {
+                $crate::wire::Wire::put(&self.0, w);
+            }
+            fn get(r: &mut $crate::wire::Reader<'_>) -> Result<Self, $crate::wire::DecodeError> {
+                Ok($name(<$t as $crate::wire::Wire>::get(r)?))
             }
         }
     };
