@@ -99,6 +99,7 @@ impl ChainConfig {
             gas_used: self.sweep_gas_used,
             webhook_latency_us: self.webhook_latency_us,
             stuck_eviction_us: self.stuck_eviction_us,
+            report_inclusion: false,
         }
     }
 }
@@ -322,8 +323,9 @@ impl ChainSim {
                 EvmEvent::Confirmed { hash, receipt, due_us } => {
                     self.send(due_us, CollectionCommand::TxWebhook(TxWebhook { tx_hash: hash, receipt }));
                 }
-                // Collection's chain never reorgs past the confirmation depth.
-                EvmEvent::Reorged { .. } => {}
+                // Collection's chain never reorgs past the confirmation depth nor reports
+                // inclusion.
+                EvmEvent::Reorged { .. } | EvmEvent::Included { .. } => {}
             }
         }
         self.events = events;

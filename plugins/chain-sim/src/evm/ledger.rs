@@ -109,6 +109,16 @@ pub struct Block {
     pub credits: Vec<usize>,
 }
 
+impl Block {
+    /// The block's hash: its height and time (a block mined again after a reorg is another block).
+    pub fn hash(&self) -> TxHash {
+        let mut body = [0u8; 16];
+        body[..8].copy_from_slice(&self.height.to_le_bytes());
+        body[8..].copy_from_slice(&self.time_us.to_le_bytes());
+        TxHash::of(0xB10C_0000, &body)
+    }
+}
+
 /// Parameters the ledger needs to execute a block.
 #[derive(Copy, Clone, Debug)]
 pub struct ExecParams {

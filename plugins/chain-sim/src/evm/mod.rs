@@ -88,6 +88,10 @@ pub struct EvmConfig {
     pub webhook_latency_us: u64,
     /// Stuck transactions leave the mempool after this long.
     pub stuck_eviction_us: u64,
+    /// The monitor also reports each transaction when it is mined (`Included`), and a shallow
+    /// reorg that takes it out again (`Reorged`): a plugin that shows "chain entry" before the
+    /// confirmation depth (withdrawals' CONFIRMING) wants them; collection does not.
+    pub report_inclusion: bool,
 }
 
 impl Default for EvmConfig {
@@ -101,6 +105,7 @@ impl Default for EvmConfig {
             gas_used: 50_000,
             webhook_latency_us: 1_000_000,
             stuck_eviction_us: 3 * 3_600_000_000,
+            report_inclusion: false,
         }
     }
 }
@@ -183,9 +188,12 @@ pub struct SimStats {
 pub enum EvmEvent {
     /// Credit `index` (of [`Ledger::credits`]) reached confirmation depth.
     Credited { index: usize, due_us: u64 },
+    /// A transaction was mined in block `block_height` (with `report_inclusion` only).
+    Included { hash: TxHash, block_height: u64, block_hash: TxHash, due_us: u64 },
     /// A transaction reached confirmation depth (again, after a deep reorg brought it back).
     Confirmed { hash: TxHash, receipt: crate::answer::Receipt, due_us: u64 },
-    /// A transaction already reported as confirmed left the chain in a deep reorg.
+    /// A transaction already reported (as confirmed, or with `report_inclusion` as included)
+    /// left the chain in a reorg.
     Reorged { hash: TxHash, block_height: u64, due_us: u64 },
 }
 
@@ -193,6 +201,7 @@ impl EvmEvent {
     pub fn due_us(&self) -> u64 {
         match *self {
             EvmEvent::Credited { due_us, .. }
+            | EvmEvent::Included { due_us, .. }
             | EvmEvent::Confirmed { due_us, .. }
             | EvmEvent::Reorged { due_us, .. } => due_us,
         }
@@ -267,12 +276,35 @@ impl EvmChain {
     }
 
     /// Drops the last `depth` blocks now, shallower than the confirmation depth (nothing
-    /// reported is undone).
+    /// reported as confirmed is undone).
     pub fn reorg(&mut self, depth: u64) {
+        let mut events = Vec::new();
+        self.reorg_shallow(depth, 0, &mut events);
+    }
+
+    /// [`EvmChain::reorg`], reporting the included transactions it takes out (with
+    /// `report_inclusion`).
+    fn reorg_shallow(&mut self, depth: u64, now_us: u64, events: &mut Vec<EvmEvent>) {
         let depth = depth.min(self.cfg.confirmations - 1).min(self.ledger.tip() - self.confirmed_height);
-        if depth > 0 {
-            self.ledger.reorg(depth);
-            self.stats.reorgs += 1;
+        if depth == 0 {
+            return;
+        }
+        let new_tip = self.ledger.tip() - depth;
+        if self.cfg.report_inclusion {
+            self.report_reorged(new_tip + 1, self.ledger.tip(), now_us, events);
+        }
+        self.ledger.reorg(depth);
+        self.stats.reorgs += 1;
+    }
+
+    /// `Reorged` events for every transaction of blocks `from..=to`.
+    fn report_reorged(&self, from: u64, to: u64, now_us: u64, events: &mut Vec<EvmEvent>) {
+        for h in from..=to {
+            let Some(block) = self.ledger.blocks.get(h as usize) else { continue };
+            for hash in &block.txs {
+                let due_us = now_us + self.cfg.webhook_latency_us;
+                events.push(EvmEvent::Reorged { hash: *hash, block_height: h, due_us });
+            }
         }
     }
 
@@ -288,13 +320,9 @@ impl EvmChain {
             return;
         }
         let new_tip = self.ledger.tip() - depth;
-        for h in (new_tip + 1)..=self.confirmed_height.min(self.ledger.tip()) {
-            let Some(block) = self.ledger.blocks.get(h as usize) else { continue };
-            for hash in &block.txs {
-                let due_us = now_us + self.cfg.webhook_latency_us;
-                events.push(EvmEvent::Reorged { hash: *hash, block_height: h, due_us });
-            }
-        }
+        // Everything reported goes: confirmed blocks, and included ones when those are reported.
+        let reported_to = if self.cfg.report_inclusion { self.ledger.tip() } else { self.confirmed_height };
+        self.report_reorged(new_tip + 1, reported_to.min(self.ledger.tip()), now_us, events);
         let unmined = self.ledger.reorg(depth);
         self.confirmed_height = self.confirmed_height.min(new_tip);
         self.stats.reorgs += 1;
@@ -512,11 +540,25 @@ impl EvmChain {
             self.block_next_us += self.cfg.block_interval_us;
             if self.cfg.confirmations > 1 && self.roll(self.faults.reorg) {
                 let depth = self.prng.range(1, self.cfg.confirmations - 1);
-                self.reorg(depth);
+                self.reorg_shallow(depth, t, events);
             }
             self.ledger.evict_stuck(t, self.cfg.stuck_eviction_us);
             self.ledger.mine(t, ExecParams { gas_used: self.cfg.gas_used });
+            if self.cfg.report_inclusion {
+                self.report_included(t, events);
+            }
             self.report_confirmed(t, events);
+        }
+    }
+
+    /// The block just mined: each of its transactions' inclusion.
+    fn report_included(&self, t: u64, events: &mut Vec<EvmEvent>) {
+        let tip = self.ledger.tip();
+        let Some(block) = self.ledger.blocks.get(tip as usize) else { return };
+        let block_hash = block.hash();
+        for hash in &block.txs {
+            let due_us = t + self.cfg.webhook_latency_us;
+            events.push(EvmEvent::Included { hash: *hash, block_height: tip, block_hash, due_us });
         }
     }
 
