@@ -117,6 +117,11 @@ impl WithdrawalPlugin {
                 break;
             }
             let Some(mut w) = self.take(id) else { continue };
+            if w.timer_us.is_none_or(|t| t > now) {
+                // An earlier timer of this tick moved it on (a freed slot dispatched it).
+                self.put(w);
+                continue;
+            }
             self.st.counters.timers += 1;
             self.fire(cx, &mut w);
             let chain = w.chain;

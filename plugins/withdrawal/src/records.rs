@@ -8,7 +8,29 @@
 //! is a [`SetOnce`] field — a confirmation's `reorged_at` — through the log's own method, which
 //! sets it once or answers [`AlreadySet`]. So a signed payload, a hash, an outcome or an
 //! operation cannot be rewritten by any code outside this module, and the tests show the
-//! set-once refusals (`tests/it/records.rs`).
+//! set-once refusals (`tests/it/records.rs`). The compiler refuses the rest:
+//!
+//! ```compile_fail
+//! # use rtgs_withdrawal::records::BroadcastAttempt;
+//! # use rtgs_withdrawal::types::TxHash;
+//! fn rewrite(a: &mut BroadcastAttempt) {
+//!     a.tx_hash = TxHash::default(); // private: set once, by `new`
+//! }
+//! ```
+//!
+//! ```compile_fail
+//! # use rtgs_withdrawal::records::{AppendOnly, OperationRecord};
+//! fn rewrite(log: &mut AppendOnly<OperationRecord>) {
+//!     log.get_mut(0); // no mutable access to a row
+//! }
+//! ```
+//!
+//! ```compile_fail
+//! # use rtgs_withdrawal::records::SetOnce;
+//! fn overwrite(s: &mut SetOnce<u64>) {
+//!     s.0 = Some(1); // only `set`, which refuses a second value
+//! }
+//! ```
 
 use crate::operation::{Actor, OpParams, OperationKind, Refusal};
 use crate::status::{Cause, Status};
