@@ -81,7 +81,7 @@ pub mod settings;
 pub mod state;
 pub mod status;
 pub mod types;
-//pub mod world;
+pub mod world;
 
 pub use command::WithdrawalCommand;
 pub use effect::WithdrawalEffect;

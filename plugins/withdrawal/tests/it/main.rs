@@ -5,9 +5,14 @@
 
 mod chain_rules;
 mod checkpoints;
+mod failover;
+mod faults;
 mod money;
 mod ops;
+mod props;
 mod records;
+mod seed;
 mod support;
 mod table;
 mod transitions;
+mod world;

@@ -12,7 +12,6 @@ use rtgs_withdrawal::command::*;
 use rtgs_withdrawal::driver::{Driver, NoWorld};
 use rtgs_withdrawal::effect::*;
 use rtgs_withdrawal::operation::*;
-use rtgs_withdrawal::records::*;
 use rtgs_withdrawal::settings::{SettingKey, HOUR_US, SECOND_US};
 use rtgs_withdrawal::state::*;
 use rtgs_withdrawal::status::Status;
