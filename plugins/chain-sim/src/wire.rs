@@ -202,6 +202,16 @@ impl<T: Wire> Wire for Option<T> {
     }
 }
 
+impl<T: Wire> Wire for Box<T> {
+    const BYTES_MIN: usize = T::BYTES_MIN;
+    fn put(&self, w: &mut Writer<'_>) {
+        (**self).put(w);
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(Box::new(T::get(r)?))
+    }
+}
+
 impl<A: Wire, B: Wire> Wire for (A, B) {
     const BYTES_MIN: usize = A::BYTES_MIN + B::BYTES_MIN;
     fn put(&self, w: &mut Writer<'_>) {

@@ -101,10 +101,14 @@ impl WithdrawalPlugin {
         code: rtgs_chain_sim::answer::RejectCode,
     ) -> Result<(), Refusal> {
         use rtgs_chain_sim::answer::RejectCode;
-        let payment = *attempt.purpose() == Purpose::Payment;
-        let cause =
-            if code == RejectCode::Expired { Cause::ValidityPassed } else { Cause::BroadcastRejected };
-        if payment && (w.slot_unsent || code == RejectCode::Expired) {
+        let payment = *attempt.purpose() != Purpose::Drop;
+        let expired = code == RejectCode::Expired;
+        if w.status == Status::Completed {
+            // A re-send after a reorg refused as expired: it cannot come back.
+            return if expired { self.reorged_away(cx, w) } else { Ok(()) };
+        }
+        let cause = if expired { Cause::ValidityPassed } else { Cause::BroadcastRejected };
+        if payment && (w.slot_unsent || expired) {
             return self.fail(cx, w, cause, Some(AlertKind::BroadcastRejected));
         }
         w.watch_since_us = cx.now;
@@ -247,6 +251,11 @@ impl WithdrawalPlugin {
             // The customer has not sent it (yet); its validity decides.
             return Ok(());
         }
+        if w.status == Status::Completed && w.reorg_since_us.is_none() {
+            // Not in a block any more, and no reorg was reported: its report was lost.
+            w.reorg_since_us = Some(cx.now);
+            self.alert(cx, w, AlertKind::MissedWebhook);
+        }
         if w.status == Status::Broadcasting {
             self.move_to(cx, w, Status::Stale, Cause::NoReceipt)?;
             self.alert(cx, w, crate::effect::AlertKind::Stale);
@@ -296,6 +305,7 @@ impl WithdrawalPlugin {
             Status::Confirming => self.complete(cx, w, Cause::Threshold),
             Status::Completed => {
                 w.reorg_since_us = None;
+                w.audited |= depth >= threshold.saturating_mul(2);
                 Ok(())
             }
             _ => Ok(()),

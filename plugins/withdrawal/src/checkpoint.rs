@@ -29,7 +29,10 @@ pub struct Index {
     pub queued: BTreeSet<(ChainId, u64, WithdrawalId)>,
     /// When each withdrawal's timer is due.
     pub timers: BTreeSet<(u64, WithdrawalId)>,
-    /// Every hash any withdrawal signed, with the attempt.
+    /// Every hash any withdrawal signed, with the attempt. Attempts never change, so unlike
+    /// the other indexes this one is not taken out and put back with its withdrawal: an
+    /// attempt's hash goes in when the attempt is recorded, and out when its withdrawal is
+    /// archived.
     pub tx_index: BTreeMap<TxHash, (WithdrawalId, u32)>,
     /// Slots in flight per vault (the chain's in-flight limit).
     pub vault_in_flight: BTreeMap<VaultId, u32>,
@@ -97,9 +100,6 @@ impl Index {
         if let Some(t) = w.timer_us {
             self.timers.insert((t, w.id));
         }
-        for a in &w.attempts {
-            self.tx_index.insert(*a.tx_hash(), (w.id, *a.number()));
-        }
         if let Some(v) = w.vault {
             if holds_slot(w, st) {
                 inc(&mut self.vault_in_flight, v);
@@ -126,9 +126,6 @@ impl Index {
         self.queued.remove(&(w.chain, w.status_seq, w.id));
         if let Some(t) = w.timer_us {
             self.timers.remove(&(t, w.id));
-        }
-        for a in &w.attempts {
-            self.tx_index.remove(a.tx_hash());
         }
         if let Some(v) = w.vault {
             if holds_slot(w, st) {
@@ -164,7 +161,8 @@ impl Index {
             check(w.id == *id, "withdrawal key")?;
             check_withdrawal(w, st)?;
             for a in &w.attempts {
-                check(!ix.tx_index.contains_key(a.tx_hash()), "a hash sent by two attempts")?;
+                let again = ix.tx_index.insert(*a.tx_hash(), (w.id, *a.number()));
+                check(again.is_none(), "a hash sent by two attempts")?;
             }
             ix.add(w, st);
         }

@@ -61,8 +61,27 @@ impl WithdrawalPlugin {
             .map(|(_, _, id)| *id)
     }
 
+    /// Whether some vault of `chain` is free: the cache's vaults are asked, the busy ones
+    /// leave it (see `WithdrawalPlugin::maybe_free`).
+    fn some_vault_free(&mut self, chain: ChainId) -> bool {
+        let Some(cached) = self.maybe_free.get(&chain) else { return false };
+        let candidates: Vec<VaultId> = cached.iter().copied().collect();
+        for v in candidates {
+            if self.skip_reason(v).is_none() {
+                return true;
+            }
+            if let Some(s) = self.maybe_free.get_mut(&chain) {
+                s.remove(&v);
+            }
+        }
+        false
+    }
+
     /// The next healthy vault of `chain` after the last one chosen (wrapping), if any.
-    pub(crate) fn choose_vault(&self, chain: ChainId) -> Option<Choice> {
+    pub(crate) fn choose_vault(&mut self, chain: ChainId) -> Option<Choice> {
+        if !self.some_vault_free(chain) {
+            return None;
+        }
         let vaults = self.ix.chain_vaults.get(&chain)?;
         let start = self.st.rr_cursor.get(&chain).copied();
         let after = start.map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded);

@@ -26,7 +26,7 @@ impl WithdrawalPlugin {
     pub(crate) fn on_create(&mut self, cx: &mut Ctx<'_, '_>, c: &CreateWithdrawal) {
         let id = WithdrawalId(cx.seq);
         match self.accept(cx, id, c) {
-            Ok(w) => self.put(w),
+            Ok(w) => self.put(Box::new(w)),
             Err(refusal) => self.refuse_request(id, refusal),
         }
     }
@@ -157,6 +157,7 @@ fn new_row(
         aml_unanswered: 0,
         raw_signature: SetOnce::default(),
         reorg_since_us: None,
+        audited: false,
         finished_at_us: None,
         transitions,
         attempts: AppendOnly::default(),

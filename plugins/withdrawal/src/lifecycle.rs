@@ -78,6 +78,10 @@ impl WithdrawalPlugin {
         cause: Cause,
         alert: Option<AlertKind>,
     ) -> Result<(), Refusal> {
+        if w.status == Status::Completed {
+            // Its settlement stands until reversed: a COMPLETED one fails only reorged away.
+            return self.reorged_away(cx, w);
+        }
         self.move_to(cx, w, Status::Failed, cause)?;
         w.fail_cause = Some(cause);
         w.awaiting = None;
@@ -133,6 +137,9 @@ impl WithdrawalPlugin {
         self.move_to(cx, w, Status::Completed, cause)?;
         w.awaiting = None;
         w.reorg_since_us = None;
+        // A raw signature has no transaction a reorg could take.
+        w.audited = matches!(w.kind, RequestKind::Raw(_));
+        w.watch_since_us = cx.now;
         Ok(())
     }
 
@@ -367,6 +374,7 @@ impl WithdrawalPlugin {
         let margin = self.st.settings.us(SettingKey::BroadcastMargin);
         let expired = raw.valid_until_us.is_some_and(|v| cx.now.saturating_add(margin) >= v);
         let sent = !(expired || sign_only);
+        self.ix.tx_index.insert(hash, (w.id, number));
         w.attempts.push(BroadcastAttempt::new(
             number,
             w.round,

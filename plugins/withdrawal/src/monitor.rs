@@ -15,8 +15,11 @@
 //! | SIGNED | its validity's end + margin | lookup: seen ⇒ CONFIRMING, else FAILED |
 //! | COMPLETED, reorged | reorg report + `reorg_check` | lookup: back, or gone for good |
 //!
-//! Nothing waits on a timer while an answer is awaited for a transaction (a broadcast, a
-//! lookup): a lost answer is re-asked by the owner that takes over (`pending_effects`).
+//! While an answer about a transaction is awaited (a broadcast, a lookup, a replacement's
+//! signature) the timer is that answer's: overdue by the stale threshold it is asked again
+//! (the same question — the same signed payload), a replacement's signature overdue by the
+//! signature timeout is given up (the original stays out). A lost answer is also re-asked by
+//! the owner that takes over (`pending_effects`).
 
 use crate::command::RequestKind;
 use crate::effect::AlertKind;
@@ -39,9 +42,20 @@ pub(crate) fn timer_for(w: &Withdrawal, st: &State) -> Option<u64> {
         Status::PendingAuthorization => after(w.status_since_us, SettingKey::AuthorizationTimeout),
         Status::PendingSignature => after(w.status_since_us, SettingKey::SignatureTimeout),
         Status::Queued => after(w.status_since_us, SettingKey::QueuedTimeout),
-        Status::Broadcasting | Status::Stale | Status::Confirming | Status::Signed
-            if w.awaiting.is_none() =>
+        Status::Broadcasting | Status::Stale | Status::Confirming | Status::Signed | Status::Completed
+            if w.awaiting.is_some() =>
         {
+            // An answer overdue (a signer that never signs a replacement, an RPC that never
+            // answers): given up or asked again, so the chain is watched again.
+            let a = w.awaiting?;
+            let key = if a.kind == AwaitKind::SignReplacement {
+                SettingKey::SignatureTimeout
+            } else {
+                SettingKey::StaleThreshold
+            };
+            after(a.since_us, key)
+        }
+        Status::Broadcasting | Status::Stale | Status::Confirming | Status::Signed => {
             let every = if w.status == Status::Stale {
                 SettingKey::StaleCheckInterval
             } else {
@@ -57,9 +71,11 @@ pub(crate) fn timer_for(w: &Withdrawal, st: &State) -> Option<u64> {
                 (a, b) => a.or(b),
             }
         }
-        Status::Completed if w.awaiting.is_none() => {
-            w.reorg_since_us.and_then(|t| after(t, SettingKey::ReorgCheck))
-        }
+        Status::Completed => match (w.reorg_since_us, w.audited) {
+            (Some(t), _) => after(t, SettingKey::ReorgCheck),
+            (None, false) => after(w.watch_since_us, SettingKey::ReorgCheck),
+            (None, true) => None,
+        },
         _ => None,
     }
 }
@@ -134,6 +150,18 @@ impl WithdrawalPlugin {
     }
 
     fn fire(&mut self, cx: &mut Ctx<'_, '_>, w: &mut Withdrawal) {
+        if let (true, Some(a)) = (w.status.on_chain() || w.status == Status::Completed, w.awaiting) {
+            self.st.counters.answers_overdue += 1;
+            if a.kind == AwaitKind::SignReplacement {
+                // The replacement never came: the original is still out, watched as before.
+                w.awaiting = None;
+                w.pending_raw = None;
+                w.watch_since_us = cx.now;
+            } else {
+                self.ask(cx, w, a.kind, a.attempt);
+            }
+            return;
+        }
         let _ = match w.status {
             Status::PendingAmlScreening => {
                 w.aml_unanswered += 1;
@@ -167,7 +195,11 @@ impl WithdrawalPlugin {
             if at.saturating_add(ARCHIVE_AFTER_US) > now {
                 break;
             }
-            self.take(id);
+            if let Some(w) = self.take(id) {
+                for a in &w.attempts {
+                    self.ix.tx_index.remove(a.tx_hash());
+                }
+            }
             self.st.counters.archived += 1;
             n += 1;
         }

@@ -32,6 +32,13 @@ use crate::types::*;
 pub struct WithdrawalPlugin {
     pub(crate) st: State,
     pub(crate) ix: Index,
+    /// Per chain, a superset of the vaults free now: every vault whose withdrawals changed
+    /// (or that was registered or enabled) since it was last found busy. Dispatch asks these
+    /// first and scans the whole round only when one of them is free, so that a chain whose
+    /// vaults are all busy costs no scan per entry. A cache, not state: it decides nothing
+    /// (the scan that chooses is the whole round from the cursor), is never hashed or stored,
+    /// and starts as every vault on decode.
+    pub(crate) maybe_free: std::collections::BTreeMap<ChainId, std::collections::BTreeSet<VaultId>>,
 }
 
 /// One entry's step: its seq and time, the effect ids it hands out, and the core's `Step`
@@ -73,14 +80,17 @@ impl WithdrawalPlugin {
     // ----- one withdrawal at a time -----
 
     /// Takes a withdrawal out of the state and its entries out of the indexes.
-    pub(crate) fn take(&mut self, id: WithdrawalId) -> Option<Withdrawal> {
+    pub(crate) fn take(&mut self, id: WithdrawalId) -> Option<Box<Withdrawal>> {
         let w = self.st.withdrawals.remove(&id)?;
         self.ix.remove(&w, &self.st);
+        if let Some(v) = w.vault {
+            self.maybe_free.entry(w.chain).or_default().insert(v);
+        }
         Some(w)
     }
 
     /// Puts a withdrawal back: its timer re-armed for its status, its index entries added.
-    pub(crate) fn put(&mut self, mut w: Withdrawal) {
+    pub(crate) fn put(&mut self, mut w: Box<Withdrawal>) {
         w.timer_us = crate::monitor::timer_for(&w, &self.st);
         self.ix.add(&w, &self.st);
         self.st.withdrawals.insert(w.id, w);
@@ -202,6 +212,7 @@ impl WithdrawalPlugin {
         }
         self.st.vaults.insert(v.vault, Vault { params: v.clone(), enabled: true, next_slot: v.next_slot });
         self.ix.chain_vaults.entry(v.chain).or_default().insert(v.vault);
+        self.maybe_free.entry(v.chain).or_default().insert(v.vault);
         self.dispatch_chain(cx, v.chain, DISPATCH_PER_TICK_MAX);
         Ok(())
     }
@@ -211,6 +222,7 @@ impl WithdrawalPlugin {
         v.enabled = c.enabled;
         let chain = v.params.chain;
         if c.enabled {
+            self.maybe_free.entry(chain).or_default().insert(c.vault);
             self.dispatch_chain(cx, chain, DISPATCH_PER_TICK_MAX);
         }
         Ok(())
@@ -227,11 +239,11 @@ impl WithdrawalPlugin {
     // ----- queries -----
 
     pub fn withdrawal(&self, id: WithdrawalId) -> Option<&Withdrawal> {
-        self.st.withdrawals.get(&id)
+        self.st.withdrawals.get(&id).map(|w| &**w)
     }
 
     pub fn withdrawals(&self) -> impl Iterator<Item = &Withdrawal> {
-        self.st.withdrawals.values()
+        self.st.withdrawals.values().map(|w| &**w)
     }
 
     /// Withdrawals in `status`, by id, from `after` (exclusive), at most `limit`.
@@ -240,7 +252,7 @@ impl WithdrawalPlugin {
         let from = after.map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded);
         ids.range((from, std::ops::Bound::Unbounded))
             .take(limit)
-            .filter_map(|id| self.st.withdrawals.get(id))
+            .filter_map(|id| self.st.withdrawals.get(id).map(|w| &**w))
             .collect()
     }
 
@@ -308,6 +320,12 @@ impl WithdrawalPlugin {
     /// Checks the derived indexes against a rebuild from the rows, and the rows' own rules
     /// (O(state): tests and audits).
     pub fn check_invariants(&self) -> Result<(), String> {
+        for v in self.st.vaults.values() {
+            let cached = self.maybe_free.get(&v.params.chain).is_some_and(|s| s.contains(&v.params.vault));
+            if self.skip_reason(v.params.vault).is_none() && !cached {
+                return Err(format!("vault {:?} is free but not in the dispatch cache", v.params.vault));
+            }
+        }
         let rebuilt = Index::build(&self.st).map_err(str::to_string)?;
         if rebuilt != self.ix {
             return Err(format!(
@@ -376,6 +394,7 @@ impl Plugin for WithdrawalPlugin {
 
     fn decode(buf: &[u8]) -> Result<Self, PluginDecodeError> {
         let (st, ix) = checkpoint::read_state(buf).map_err(|_| PluginDecodeError)?;
-        Ok(WithdrawalPlugin { st, ix })
+        let maybe_free = ix.chain_vaults.clone();
+        Ok(WithdrawalPlugin { st, ix, maybe_free })
     }
 }

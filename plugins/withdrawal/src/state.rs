@@ -125,6 +125,10 @@ wire_struct! {
         pub raw_signature: SetOnce<Blob>,
         /// A live confirmation of a COMPLETED withdrawal was reorged away: is it coming back?
         pub reorg_since_us: Option<u64>,
+        /// COMPLETED and seen in a block twice the threshold deep (or raw signing): a reorg
+        /// report the monitor missed can no longer matter. Until then the chain is asked again
+        /// every `reorg_check` — a reorg's webhook can be lost like any other.
+        pub audited: bool,
         /// When it reached a final status (cleared if it leaves it).
         pub finished_at_us: Option<u64>,
         pub transitions: AppendOnly<TransitionRecord>,
@@ -154,7 +158,10 @@ impl Withdrawal {
 
     /// Whether it ended and nothing about it is open (it may be archived).
     pub fn is_settled_final(&self) -> bool {
-        self.status.is_final() && self.reorg_since_us.is_none() && self.awaiting.is_none()
+        self.status.is_final()
+            && self.reorg_since_us.is_none()
+            && self.awaiting.is_none()
+            && (self.status != Status::Completed || self.audited)
     }
 }
 
@@ -191,6 +198,8 @@ wire_struct! {
         /// Re-sends of a signed payload already sent.
         pub resends: u64,
         pub lookups: u64,
+        /// Answers overdue: asked again (or a replacement given up).
+        pub answers_overdue: u64,
         pub alerts: u64,
         /// Settlements reversed after a reorg took the transaction for good.
         pub reversals: u64,
@@ -215,7 +224,9 @@ wire_struct! {
         pub vaults: BTreeMap<VaultId, Vault>,
         /// Per chain, the vault the round-robin chose last.
         pub rr_cursor: BTreeMap<ChainId, VaultId>,
-        pub withdrawals: BTreeMap<WithdrawalId, Withdrawal>,
+        /// Boxed: a withdrawal is taken out and put back at every change, and a pointer moves
+        /// cheaper than the row.
+        pub withdrawals: BTreeMap<WithdrawalId, Box<Withdrawal>>,
         /// Requests refused before they became withdrawals (bounded, oldest forgotten first).
         pub refusals: BTreeMap<WithdrawalId, Refusal>,
         /// Raw signatures by digest, with the seq they were cached at (bounded).

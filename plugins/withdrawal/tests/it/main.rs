@@ -9,6 +9,7 @@ mod failover;
 mod faults;
 mod money;
 mod ops;
+mod perf;
 mod props;
 mod records;
 mod seed;

@@ -33,7 +33,12 @@ pub struct WFx {
 
 impl WFx {
     pub fn new(families: &[ChainFamily], cfg: WorldConfig) -> Self {
-        let mut wl = Workload::new(4, 2, cfg.seed);
+        Self::sized(families, cfg, 4, 2)
+    }
+
+    /// With `customers` funded customer accounts and `vaults` vaults per chain.
+    pub fn sized(families: &[ChainFamily], cfg: WorldConfig, customers: u64, vaults: u64) -> Self {
+        let mut wl = Workload::new(customers, vaults, cfg.seed);
         wl.families = families.to_vec();
         wl.short_windows = true;
         let world = wl.world(&cfg, START_US);
