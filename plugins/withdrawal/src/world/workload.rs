@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use rtgs_core::entry::{Bmi, InputError, PluginCommand};
+use rtgs_core::entry::{AccountId, Bmi, Currency, InputError, Payload, PluginCommand};
 use rtgs_core::hash::mix64;
 
 use super::evm::{DeepReorgs, EvmClient};
@@ -242,6 +242,28 @@ impl Workload {
             push(WithdrawalCommand::SetSetting(SetSetting { key: *key, value: *value }))?;
         }
         Ok(cmds)
+    }
+
+    /// Everything a cluster journals before the first request, in order: the ledger accounts
+    /// opened (`WOPEN<account>`) and funded (`WFUND<account>`), then the registrations and
+    /// `settings` ([`Workload::setup_commands`]). Hosts that only carry plugin commands through
+    /// their adapters (the simulator, the demo) submit these first.
+    pub fn setup_payloads(&self, settings: &[(SettingKey, u64)]) -> Result<Vec<(Bmi, Payload)>, InputError> {
+        let currency = Currency::new(CURRENCY)?;
+        let mut out = Vec::new();
+        for (account, funds) in self.accounts() {
+            out.push((
+                Bmi::numbered("WOPEN", account)?,
+                Payload::AccountOpen { account: AccountId(account), currency },
+            ));
+            if funds > 0 {
+                let fund = Payload::AccountFund { account: AccountId(account), amount_minor: funds };
+                out.push((Bmi::numbered("WFUND", account)?, fund));
+            }
+        }
+        let cmds = self.setup_commands(settings)?;
+        out.extend(cmds.into_iter().map(|(bmi, pc)| (bmi, Payload::Plugin(pc))));
+        Ok(out)
     }
 
     /// Timers short enough for a demo (seconds of journal time).
