@@ -43,6 +43,17 @@ pub struct SimArgs {
     /// Relayers of the collection workload.
     #[arg(long, default_value_t = 3)]
     pub collection_relayers: u64,
+    /// Run the withdrawal plugin in every center against its simulated world (owner failovers,
+    /// identical plugin state, no withdrawal paid twice, nothing broadcast unrecorded).
+    #[arg(long, conflicts_with = "collection")]
+    pub withdrawal: bool,
+    /// Withdrawal requests of the workload.
+    #[arg(long, default_value_t = 18)]
+    pub withdrawal_requests: u64,
+    /// The withdrawal world's own faults too (dropped, stuck, reorged transactions, lost and
+    /// duplicate webhooks, signer and screener timeouts, ...).
+    #[arg(long)]
+    pub withdrawal_faults: bool,
 }
 
 fn run_one(args: &SimArgs, config: &SimConfig) -> Result<sim::SimReport, sim::SimFailure> {
@@ -51,6 +62,15 @@ fn run_one(args: &SimArgs, config: &SimConfig) -> Result<sim::SimReport, sim::Si
             config.seed,
             args.collection_wallets,
             args.collection_relayers,
+        );
+        sim::run_with_plugins(config, Box::new(world))
+    } else if args.withdrawal {
+        let world = sim::withdrawal::WithdrawalSim::new(
+            config.seed,
+            args.withdrawal_requests,
+            4,
+            2,
+            args.withdrawal_faults,
         );
         sim::run_with_plugins(config, Box::new(world))
     } else {
@@ -80,6 +100,12 @@ fn replay_command(args: &SimArgs, seed: u64) -> String {
             " --collection --collection-wallets {} --collection-relayers {}",
             args.collection_wallets, args.collection_relayers
         );
+    }
+    if args.withdrawal {
+        cmd += &format!(" --withdrawal --withdrawal-requests {}", args.withdrawal_requests);
+        if args.withdrawal_faults {
+            cmd += " --withdrawal-faults";
+        }
     }
     cmd
 }

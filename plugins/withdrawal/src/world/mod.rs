@@ -473,6 +473,47 @@ impl World {
     }
 }
 
+/// The end checks a world can make against a plugin's state (the simulator's, the tests'):
+/// nothing on any chain that the plugin did not sign and record for a withdrawal it knows (the
+/// same signed payload sent again is the same hash); no withdrawal paid twice; a COMPLETED one
+/// (not raw signing) paid exactly once and its money settled; any other final one not paid and
+/// its money back. The ledger's side (the settlement accounts) is the caller's.
+pub fn check_paid_once(world: &World, p: &crate::WithdrawalPlugin) -> Result<(), String> {
+    use crate::state::Money;
+    use crate::status::Status;
+    let mut paid: BTreeMap<WithdrawalId, u32> = BTreeMap::new();
+    for chain in world.chains.values() {
+        for (hash, raw, mined) in chain.seen() {
+            let Some(raw) = raw else { continue };
+            let w = p.withdrawal(raw.withdrawal).ok_or(format!("{hash:?} sent for no withdrawal"))?;
+            if !w.attempts.iter().any(|a| *a.tx_hash() == hash) {
+                return Err(format!("{hash:?} on chain but never recorded by {:?}", w.id));
+            }
+            if mined && raw.purpose != Purpose::Drop {
+                *paid.entry(raw.withdrawal).or_default() += 1;
+            }
+        }
+    }
+    for w in p.withdrawals() {
+        let n = paid.get(&w.id).copied().unwrap_or(0);
+        let raw = matches!(w.kind, RequestKind::Raw(_));
+        if n > 1 {
+            return Err(format!("{:?} paid {n} times", w.id));
+        }
+        if w.status == Status::Completed && !raw && (n, w.money) != (1, Money::Settled) {
+            return Err(format!("{:?} COMPLETED, paid {n} times, money {:?}", w.id, w.money));
+        }
+        if w.status.is_final() && w.status != Status::Completed {
+            let returned =
+                matches!(w.money, Money::Released | Money::Reversed) || (raw && w.money == Money::None);
+            if n != 0 || !returned {
+                return Err(format!("{:?} ended {:?}, paid {n} times, money {:?}", w.id, w.status, w.money));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The `bmi` of a result (see the module docs).
 pub fn result_bmi(cmd: &WithdrawalCommand) -> Result<Bmi, rtgs_core::entry::InputError> {
     if let Some(id) = cmd.effect_id() {
@@ -532,7 +573,7 @@ impl EffectAdapter for World {
             ("adapter_effects_executed", s.effects_executed),
             ("adapter_results_polled", s.results),
             ("adapter_effects_undecodable", s.effects_undecodable),
-            ("chain_broadcasts", s.chain_broadcasts),
+            ("withdrawal_chain_broadcasts", s.chain_broadcasts),
             ("withdrawal_customer_broadcasts", s.customer_broadcasts),
             ("withdrawal_operator_actions", s.operator_actions),
             ("withdrawal_participant_cancels", s.participant_cancels),

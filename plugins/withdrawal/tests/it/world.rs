@@ -139,6 +139,8 @@ impl WFx {
 /// none mined and its money back; the settlement accounts hold exactly the COMPLETED amounts.
 pub fn check_end(fx: &WFx) {
     let p = fx.p();
+    // The library's check (the simulator's) must agree with the one spelled out here.
+    rtgs_withdrawal::world::check_paid_once(&fx.d.adapter, p).unwrap_or_else(|e| panic!("{e}"));
     let mut paid: BTreeMap<WithdrawalId, u32> = BTreeMap::new();
     for chain in fx.d.adapter.chains.values() {
         for (hash, raw, mined) in chain.seen() {
