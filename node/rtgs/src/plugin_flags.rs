@@ -1,10 +1,10 @@
-//! The plugin flags every command shares (`--collection`, `--matching`, ...), built into the one
-//! `rtgs_plugins::PluginsConfig`. The set of plugins is named in `rtgs-plugins`; only the flags
-//! are here, so that `demo`, `serve`, `node` and `verify` read them alike. Defaults that differ
+//! The plugin flags every command shares (`--collection`, `--matching`, `--withdrawal`, ...), built
+//! into the one `rtgs_plugins::PluginsConfig`. The set of plugins is named in `rtgs-plugins`; only
+//! the flags are here, so that `demo`, `serve`, `node` and `verify` read them alike. Defaults that differ
 //! per command (a demo sweeps 100,000 wallets, `serve` a thousand) come from the command.
 
 use clap::Args;
-use rtgs_plugins::{CollectionConfig, MatchingConfig, PluginsConfig};
+use rtgs_plugins::{CollectionConfig, MatchingConfig, PluginsConfig, WithdrawalConfig};
 
 #[derive(Args, Clone, Debug, Default)]
 pub struct PluginFlags {
@@ -18,13 +18,29 @@ pub struct PluginFlags {
     /// Relayer accounts sweeping in parallel, one nonce in flight each [default: the command's].
     #[arg(long, env = "RTGS_COLLECTION_RELAYERS")]
     pub collection_relayers: Option<u64>,
-    /// How much faster the simulated chain's clock runs than the journal's (12 s blocks)
-    /// [default: 1000].
+    /// How much faster the simulated chains' clocks run than the journal's (12 s blocks)
+    /// [default: 1000 for collection, 100 for withdrawal].
     #[arg(long, env = "RTGS_CHAIN_TIME_SCALE")]
     pub chain_time_scale: Option<u64>,
     /// Seed of the simulated chain, the same on every center [default: the command's].
     #[arg(long, env = "RTGS_CHAIN_SEED")]
     pub chain_seed: Option<u64>,
+    /// Run the withdrawal plugin against its simulated world (custody signer, AML screener,
+    /// policy engine, one chain per family).
+    #[arg(long, env = "RTGS_WITHDRAWAL")]
+    pub withdrawal: bool,
+    /// Withdrawal requests a demo sends [default: 1000].
+    #[arg(long, env = "RTGS_WITHDRAWAL_REQUESTS")]
+    pub withdrawal_requests: Option<u64>,
+    /// Funded customer accounts the requests come from [default: 100].
+    #[arg(long, env = "RTGS_WITHDRAWAL_CUSTOMERS")]
+    pub withdrawal_customers: Option<u64>,
+    /// Vaults per chain [default: 4].
+    #[arg(long, env = "RTGS_WITHDRAWAL_VAULTS")]
+    pub withdrawal_vaults: Option<u64>,
+    /// The withdrawal world without faults (they are on by default).
+    #[arg(long, env = "RTGS_WITHDRAWAL_CALM")]
+    pub withdrawal_calm: bool,
     /// Run the matching (P2P deposit matching) plugin against the LP and marketplace simulators.
     #[arg(long, env = "RTGS_MATCHING")]
     pub matching: bool,
@@ -89,6 +105,17 @@ impl PluginFlags {
                 lp_phase_s,
                 decision_grace_s,
                 quick_timings: matching.quick_timings,
+            }),
+            withdrawal: self.withdrawal.then(|| {
+                let d = WithdrawalConfig::default();
+                WithdrawalConfig {
+                    customers: self.withdrawal_customers.unwrap_or(d.customers),
+                    vaults_per_chain: self.withdrawal_vaults.unwrap_or(d.vaults_per_chain),
+                    requests: self.withdrawal_requests.unwrap_or(d.requests),
+                    world_time_scale: self.chain_time_scale.unwrap_or(d.world_time_scale),
+                    world_seed: self.chain_seed.unwrap_or(defaults.chain_seed),
+                    faults: !self.withdrawal_calm,
+                }
             }),
         };
         config.check()?;

@@ -53,6 +53,17 @@ pub struct SimArgs {
     /// Sellers of the matching workload.
     #[arg(long, default_value_t = 4)]
     pub matching_sellers: u64,
+    /// Run the withdrawal plugin in every center against its simulated world (owner failovers,
+    /// identical plugin state, no withdrawal paid twice, nothing broadcast unrecorded).
+    #[arg(long, conflicts_with_all = ["collection", "matching"])]
+    pub withdrawal: bool,
+    /// Withdrawal requests of the workload.
+    #[arg(long, default_value_t = 18)]
+    pub withdrawal_requests: u64,
+    /// The withdrawal world's own faults too (dropped, stuck, reorged transactions, lost and
+    /// duplicate webhooks, signer and screener timeouts, ...).
+    #[arg(long)]
+    pub withdrawal_faults: bool,
 }
 
 fn run_one(args: &SimArgs, config: &SimConfig) -> Result<sim::SimReport, sim::SimFailure> {
@@ -65,6 +76,15 @@ fn run_one(args: &SimArgs, config: &SimConfig) -> Result<sim::SimReport, sim::Si
         sim::run_with_plugins(config, Box::new(world))
     } else if args.matching {
         let world = sim::matching::MatchingSim::new(config.seed, args.matching_orders, args.matching_sellers);
+        sim::run_with_plugins(config, Box::new(world))
+    } else if args.withdrawal {
+        let world = sim::withdrawal::WithdrawalSim::new(
+            config.seed,
+            args.withdrawal_requests,
+            4,
+            2,
+            args.withdrawal_faults,
+        );
         sim::run_with_plugins(config, Box::new(world))
     } else {
         sim::run(config)
@@ -99,6 +119,12 @@ fn replay_command(args: &SimArgs, seed: u64) -> String {
             " --matching --matching-orders {} --matching-sellers {}",
             args.matching_orders, args.matching_sellers
         );
+    }
+    if args.withdrawal {
+        cmd += &format!(" --withdrawal --withdrawal-requests {}", args.withdrawal_requests);
+        if args.withdrawal_faults {
+            cmd += " --withdrawal-faults";
+        }
     }
     cmd
 }

@@ -16,7 +16,7 @@ use rtgs_collection::adapter::{NodeAdapter, Workload};
 use rtgs_collection::chain_sim::{ChainConfig, ChainSim};
 use rtgs_collection::command::CollectionCommand;
 use rtgs_collection::state::{BatchStatus, RowStatus};
-use rtgs_collection::types::ChainId;
+use rtgs_collection::types::{BatchId, ChainId};
 use rtgs_collection::CollectionPlugin;
 use rtgs_core::entry::{Bmi, PluginCommand, PluginKind};
 use rtgs_core::plugin::{Effect, EffectAdapter, HostedPlugin, Plugin};
@@ -122,11 +122,11 @@ impl SimPlugins for CollectionSim {
             return Err("a batch was swept twice on chain".into());
         }
         for rec in chain.ledger.txs.values().filter(|t| !t.cancel) {
-            let recorded = p.batch(rec.tx.batch).is_some_and(|b| b.tx_hashes.contains(&rec.hash));
+            let recorded = p.batch(BatchId(rec.tx.tag)).is_some_and(|b| b.tx_hashes.contains(&rec.hash));
             if !recorded {
                 return Err(format!(
                     "sweep {:?} of batch {:?} broadcast but never recorded",
-                    rec.hash, rec.tx.batch
+                    rec.hash, rec.tx.tag
                 ));
             }
         }

@@ -24,6 +24,7 @@
 //! * `checker` — the invariants checked after every step and at the end.
 //! * [`collection`] — the collection plugin's outside world ([`SimPlugins`]).
 //! * [`matching`] — the matching plugin's outside world: an LP, a marketplace, an operator.
+//! * [`withdrawal`] — the withdrawal plugin's outside world ([`SimPlugins`]).
 //!
 //! Everything random comes from [`rtgs_core::prng::Prng`] streams seeded by the config's seed;
 //! time is a virtual clock; every collection whose order matters is a `Vec`, `VecDeque` or
@@ -44,6 +45,7 @@ pub mod collection;
 pub mod matching;
 mod network;
 mod storage;
+pub mod withdrawal;
 mod world;
 
 /// What to simulate. The same config always gives the same [`SimReport`] (or [`SimFailure`]).
@@ -259,6 +261,15 @@ pub trait SimPlugins: EffectAdapter {
     /// The effect id a result command answers, if it answers one (its answer is lost when the
     /// center that executed the effect crashes before journaling it).
     fn answers(&self, command: &PluginCommand) -> Option<u64>;
+    /// Entries other than plugin commands the world submits, before its commands of the same
+    /// poll (the ledger accounts its plugin's requests draw on).
+    fn poll_payloads(
+        &mut self,
+        now_us: u64,
+        out: &mut Vec<(rtgs_core::entry::Bmi, rtgs_core::entry::Payload)>,
+    ) {
+        let _ = (now_us, out);
+    }
     /// The faults stopped: stop starting new work (the run must converge).
     fn heal(&mut self) {}
     /// Whether there is nothing more to do, seen from a converged center's host.

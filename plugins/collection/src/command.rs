@@ -10,7 +10,7 @@ use rtgs_core::entry::{InputError, PluginCommand, PluginKind};
 
 use crate::settings::{SettingKey, SettingScope};
 use crate::types::*;
-use crate::wire::{from_slice, to_vec, DecodeError, Reader, Wire, Writer};
+use crate::wire::{from_slice, to_vec, DecodeError};
 
 wire_struct! {
     /// The deposit service confirmed an incoming transfer (seed 4-1): queue it for collection.
@@ -114,54 +114,7 @@ wire_struct! {
     }
 }
 
-code_enum! {
-    /// Why a node refused a transaction *certainly* (it is in no mempool).
-    pub enum RejectCode {
-        InsufficientFunds = 1,
-        ReplacementUnderpriced = 2,
-        Invalid = 3,
-    }
-}
-
-code_enum! {
-    /// Why a broadcast's fate is unknown: the transaction may or may not be out.
-    pub enum AmbiguousCode {
-        /// The RPC timed out (before or after the node accepted it).
-        Timeout = 1,
-        /// The nonce is used: perhaps by this very transaction, mined already.
-        NonceTooLow = 2,
-    }
-}
-
-/// What the node said to a broadcast.
-#[derive(Copy, Clone, PartialEq, Eq, Debug)]
-pub enum BroadcastOutcome {
-    /// In the mempool (including "already known": the same signed transaction again).
-    Accepted,
-    /// Certainly not sent: the nonce may be reused.
-    Rejected(RejectCode),
-    /// Unknown: the chain must be checked before the nonce is reused.
-    Ambiguous(AmbiguousCode),
-}
-
-impl Wire for BroadcastOutcome {
-    const BYTES_MIN: usize = 1;
-    fn put(&self, w: &mut Writer<'_>) {
-        match self {
-            BroadcastOutcome::Accepted => w.bytes(&[0]),
-            BroadcastOutcome::Rejected(c) => w.bytes(&[1, c.code()]),
-            BroadcastOutcome::Ambiguous(c) => w.bytes(&[2, c.code()]),
-        }
-    }
-    fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        match r.array::<1>()?[0] {
-            0 => Ok(BroadcastOutcome::Accepted),
-            1 => Ok(BroadcastOutcome::Rejected(RejectCode::get(r)?)),
-            2 => Ok(BroadcastOutcome::Ambiguous(AmbiguousCode::get(r)?)),
-            _ => Err(DecodeError::Invalid("broadcast outcome")),
-        }
-    }
-}
+pub use rtgs_chain_sim::answer::{AmbiguousCode, BroadcastOutcome, Receipt, ReceiptStatus, RejectCode};
 
 wire_struct! {
     /// Result of `Broadcast` or `Cancel`. The hash is known even when the send failed (it is
@@ -176,55 +129,11 @@ wire_struct! {
 }
 
 wire_struct! {
-    /// A mined transaction's receipt.
-    #[derive(Copy, Clone, PartialEq, Eq, Debug)]
-    pub struct Receipt {
-        /// `status = 1`; false is a revert (the nonce is consumed all the same).
-        pub success: bool,
-        pub block_height: u64,
-        pub gas_used: u64,
-        pub gas_cost_usd_micros: u64,
-    }
-}
-
-wire_struct! {
     /// The chain monitor's webhook (`COLLECTION_CONFIRM`): a transaction reached confirmation depth.
     #[derive(Copy, Clone, PartialEq, Eq, Debug)]
     pub struct TxWebhook {
         pub tx_hash: TxHash,
         pub receipt: Receipt,
-    }
-}
-
-/// One hash's state in a receipt lookup.
-#[derive(Copy, Clone, PartialEq, Eq, Debug)]
-pub enum ReceiptStatus {
-    /// Neither mined nor in the mempool.
-    Unknown,
-    /// In the mempool, not mined.
-    Pending,
-    Mined(Receipt),
-}
-
-impl Wire for ReceiptStatus {
-    const BYTES_MIN: usize = 1;
-    fn put(&self, w: &mut Writer<'_>) {
-        match self {
-            ReceiptStatus::Unknown => w.bytes(&[0]),
-            ReceiptStatus::Pending => w.bytes(&[1]),
-            ReceiptStatus::Mined(rc) => {
-                w.bytes(&[2]);
-                rc.put(w);
-            }
-        }
-    }
-    fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        match r.array::<1>()?[0] {
-            0 => Ok(ReceiptStatus::Unknown),
-            1 => Ok(ReceiptStatus::Pending),
-            2 => Ok(ReceiptStatus::Mined(Receipt::get(r)?)),
-            _ => Err(DecodeError::Invalid("receipt status")),
-        }
     }
 }
 

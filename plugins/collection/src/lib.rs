@@ -21,8 +21,9 @@
 //!   both driven by `Tick`s), `sweep` (balance results, skip rules, the batch lifecycle and the
 //!   race fix, given-up nonces) and `nonce` (the relayer nonce manager and batch dispatch).
 //! * [`checkpoint`] — whole-state encode/decode, state hash, derived indexes and invariants.
-//! * [`chain_sim`] — the [`ChainAdapter`] trait and a deterministic EVM-like chain simulator with
-//!   injectable faults.
+//! * [`chain_sim`] — the [`ChainAdapter`] trait and [`ChainSim`]: the shared deterministic
+//!   EVM-like chain simulator (`rtgs_chain_sim::evm`, injectable faults) with the collection's
+//!   reads, reports and RPC latency.
 //! * [`driver`] — a single-threaded journal driver: sequences commands and ticks, applies them,
 //!   executes effects on an adapter and feeds the results back (tests and demos).
 //! * `pending` — the effects still awaited, rebuilt from the state (`Plugin::pending_effects`,

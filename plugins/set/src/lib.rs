@@ -11,7 +11,11 @@
 //!   (every center must get the same set: their step digests are in the state hash).
 //! * [`Adapters`] — the enabled plugins' outside worlds behind one `EffectAdapter`: each effect is
 //!   routed to the adapter of its plugin, results of all are polled.
-//! * [`collection`], [`matching`] — typed read access to a host's plugins (the API's queries).
+//! * [`collection`], [`matching`], [`withdrawal`] — typed read access to a host's plugins (the
+//!   API's queries, reports).
+//! * [`WithdrawalConfig`] — the withdrawal plugin's simulated world (screener, policy engine,
+//!   custody, one chain per family) and its workload: what a host journals first
+//!   ([`WithdrawalConfig::setup`]) and the requests it may send.
 //!
 //! Depends on the plugin crates and the core only: no I/O (the chain simulators are sans-IO too).
 
@@ -24,6 +28,9 @@ use rtgs_core::plugin_host::PluginHost;
 use rtgs_matching::adapter::{NodeAdapter as MatchingAdapter, Workload as MatchingWorkload};
 use rtgs_matching::lp_sim::{LpConfig, LpSim};
 use rtgs_matching::MatchingPlugin;
+use rtgs_withdrawal::world::workload::{Workload as WithdrawalWorkload, WorldConfig};
+use rtgs_withdrawal::world::World as WithdrawalWorld;
+use rtgs_withdrawal::WithdrawalPlugin;
 use serde::{Deserialize, Serialize};
 
 /// Where every simulated chain's clock starts (µs).
@@ -37,6 +44,10 @@ pub struct PluginsConfig {
     pub collection: Option<CollectionConfig>,
     /// P2P deposit matching (seed 002) over an LP simulator and a simulated marketplace.
     pub matching: Option<MatchingConfig>,
+    /// Customers' withdrawals (seed 001) against a simulated custody, screener, policy engine
+    /// and one chain per family.
+    #[serde(default)]
+    pub withdrawal: Option<WithdrawalConfig>,
 }
 
 /// The matching plugin's outside world: an LP simulator and a marketplace whose sellers offer
@@ -75,6 +86,37 @@ impl Default for MatchingConfig {
     }
 }
 
+/// The withdrawal plugin's outside world and workload: the same on every center (same seeds).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WithdrawalConfig {
+    /// Funded customer accounts requests are drawn from.
+    pub customers: u64,
+    /// Vaults registered per chain (the round-robin's choice).
+    pub vaults_per_chain: u64,
+    /// Requests a demo or the simulator sends (the adapter itself sends none).
+    pub requests: u64,
+    /// World µs per journal µs (blocks in milliseconds).
+    pub world_time_scale: u64,
+    pub world_seed: u64,
+    /// Every fault of the world on (dropped, stuck, reverted, reorged transactions; lost and
+    /// duplicate webhooks; signer and screener timeouts; operators and customers who never act).
+    pub faults: bool,
+}
+
+impl Default for WithdrawalConfig {
+    fn default() -> Self {
+        WithdrawalConfig {
+            customers: 100,
+            vaults_per_chain: 4,
+            requests: 1_000,
+            world_time_scale: 100,
+            world_seed: 1,
+            faults: true,
+        }
+    }
+}
+
 impl MatchingConfig {
     /// The workload: accounts, settings and orders (checked by [`PluginsConfig::check`]).
     pub fn workload(&self) -> MatchingWorkload {
@@ -98,6 +140,39 @@ impl MatchingConfig {
 
     pub fn adapter(&self) -> MatchingAdapter<LpSim> {
         self.workload().adapter(self.lp(), self.seed)
+    }
+}
+
+impl WithdrawalConfig {
+    pub fn workload(&self) -> WithdrawalWorkload {
+        let mut w = WithdrawalWorkload::new(self.customers, self.vaults_per_chain, self.world_seed);
+        // Validity windows of seconds, not hours: a demo sees them pass.
+        w.short_windows = true;
+        w
+    }
+
+    pub fn world_config(&self) -> WorldConfig {
+        if self.faults {
+            WorldConfig::faulty(self.world_seed, self.world_time_scale)
+        } else {
+            WorldConfig::calm(self.world_seed, self.world_time_scale)
+        }
+    }
+
+    /// What a fresh cluster journals before the first request: ledger accounts opened and
+    /// funded, chains, assets and vaults registered, the demo's timers (seconds, not hours).
+    pub fn setup(&self) -> Result<Vec<(Bmi, rtgs_core::entry::Payload)>, rtgs_core::entry::InputError> {
+        self.workload().setup_payloads(&WithdrawalWorkload::demo_settings())
+    }
+
+    /// Request `n` of the workload (deterministic from the seed).
+    pub fn request(&self, n: u64) -> Result<(Bmi, PluginCommand), rtgs_core::entry::InputError> {
+        self.workload().request(n)
+    }
+
+    /// The simulated world, its clock starting at `start_us`.
+    pub fn world(&self, start_us: u64) -> WithdrawalWorld {
+        self.workload().world(&self.world_config(), start_us)
     }
 }
 
@@ -148,6 +223,11 @@ impl PluginsConfig {
         PluginsConfig { matching: Some(c), ..PluginsConfig::default() }
     }
 
+    /// Only the withdrawal plugin, with these settings.
+    pub fn withdrawal(w: WithdrawalConfig) -> Self {
+        PluginsConfig { withdrawal: Some(w), ..PluginsConfig::default() }
+    }
+
     pub fn is_empty(&self) -> bool {
         self.kinds().is_empty()
     }
@@ -160,6 +240,9 @@ impl PluginsConfig {
         }
         if self.matching.is_some() {
             kinds.push(PluginKind::Matching);
+        }
+        if self.withdrawal.is_some() {
+            kinds.push(PluginKind::Withdrawal);
         }
         kinds
     }
@@ -178,6 +261,14 @@ impl PluginsConfig {
             let w = m.workload();
             w.settings.validate().map_err(|e| ConfigError(format!("matching: {e}")))?;
         }
+        if let Some(w) = &self.withdrawal {
+            if w.customers == 0 || w.vaults_per_chain == 0 {
+                return Err(ConfigError("withdrawal: at least one customer and one vault per chain".into()));
+            }
+            if w.world_time_scale == 0 {
+                return Err(ConfigError("withdrawal: the world time scale must be at least 1".into()));
+            }
+        }
         Ok(())
     }
 
@@ -189,6 +280,9 @@ impl PluginsConfig {
         }
         if self.matching.is_some() {
             plugins.push(Box::new(MatchingPlugin::new()));
+        }
+        if self.withdrawal.is_some() {
+            plugins.push(Box::new(WithdrawalPlugin::new()));
         }
         plugins
     }
@@ -209,7 +303,7 @@ impl PluginsConfig {
             match kind {
                 PluginKind::Collection => config.collection = Some(CollectionConfig::default()),
                 PluginKind::Matching => config.matching = Some(MatchingConfig::default()),
-                PluginKind::Withdrawal => return None,
+                PluginKind::Withdrawal => config.withdrawal = Some(WithdrawalConfig::default()),
             }
         }
         Some(config)
@@ -218,13 +312,16 @@ impl PluginsConfig {
     /// Each enabled plugin, fresh, with its own outside world (an engine that runs one adapter
     /// task per plugin); in the host's order.
     pub fn with_adapters(&self) -> Vec<(Box<dyn HostedPlugin>, Box<dyn EffectAdapter>)> {
-        let Adapters { collection, matching } = self.adapters();
+        let Adapters { collection, matching, withdrawal } = self.adapters();
         let mut out: Vec<(Box<dyn HostedPlugin>, Box<dyn EffectAdapter>)> = Vec::new();
         if let Some(adapter) = collection {
             out.push((Box::new(CollectionPlugin::new()), Box::new(adapter)));
         }
         if let Some(adapter) = matching {
             out.push((Box::new(MatchingPlugin::new()), Box::new(adapter)));
+        }
+        if let Some(world) = withdrawal {
+            out.push((Box::new(WithdrawalPlugin::new()), Box::new(world)));
         }
         out
     }
@@ -237,6 +334,7 @@ impl PluginsConfig {
                 NodeAdapter::new(chain, CHAIN_START_US, c.chain_time_scale)
             }),
             matching: self.matching.as_ref().map(MatchingConfig::adapter),
+            withdrawal: self.withdrawal.as_ref().map(|w| w.world(CHAIN_START_US)),
         }
     }
 }
@@ -245,6 +343,7 @@ impl PluginsConfig {
 pub struct Adapters {
     pub collection: Option<NodeAdapter<ChainSim>>,
     pub matching: Option<MatchingAdapter<LpSim>>,
+    pub withdrawal: Option<WithdrawalWorld>,
 }
 
 impl Adapters {
@@ -253,7 +352,7 @@ impl Adapters {
         match kind {
             PluginKind::Collection => self.collection.as_mut().map(|a| a as &mut dyn EffectAdapter),
             PluginKind::Matching => self.matching.as_mut().map(|a| a as &mut dyn EffectAdapter),
-            PluginKind::Withdrawal => None,
+            PluginKind::Withdrawal => self.withdrawal.as_mut().map(|a| a as &mut dyn EffectAdapter),
         }
     }
 }
@@ -273,6 +372,9 @@ impl EffectAdapter for Adapters {
         if let Some(a) = self.matching.as_mut() {
             a.poll(now_us, out);
         }
+        if let Some(a) = self.withdrawal.as_mut() {
+            a.poll(now_us, out);
+        }
     }
 
     fn figures(&self, out: &mut Vec<(&'static str, u64)>) {
@@ -280,6 +382,9 @@ impl EffectAdapter for Adapters {
             a.figures(out);
         }
         if let Some(a) = &self.matching {
+            a.figures(out);
+        }
+        if let Some(a) = &self.withdrawal {
             a.figures(out);
         }
     }
@@ -293,6 +398,11 @@ pub fn collection(host: &PluginHost) -> Option<&CollectionPlugin> {
 /// The matching plugin of a host, if it runs there.
 pub fn matching(host: &PluginHost) -> Option<&MatchingPlugin> {
     host.plugin(PluginKind::Matching)?.as_any().downcast_ref()
+}
+
+/// The withdrawal plugin of a host, if it runs there.
+pub fn withdrawal(host: &PluginHost) -> Option<&WithdrawalPlugin> {
+    host.plugin(PluginKind::Withdrawal)?.as_any().downcast_ref()
 }
 
 #[cfg(test)]
@@ -329,12 +439,81 @@ mod tests {
     }
 
     #[test]
+    fn withdrawal_is_in_the_set_beside_collection() {
+        let both = PluginsConfig {
+            collection: Some(CollectionConfig { wallets: 3, relayers: 1, ..CollectionConfig::default() }),
+            withdrawal: Some(WithdrawalConfig {
+                customers: 2,
+                vaults_per_chain: 1,
+                ..WithdrawalConfig::default()
+            }),
+            matching: None,
+        };
+        assert!(both.check().is_ok());
+        assert_eq!(both.kinds(), vec![PluginKind::Collection, PluginKind::Withdrawal]);
+        let host = both.host(CenterId(1));
+        assert_eq!(host.kinds().collect::<Vec<_>>(), both.kinds());
+        assert!(withdrawal(&host).is_some() && collection(&host).is_some());
+        assert!(
+            withdrawal(&PluginsConfig::collection(CollectionConfig::default()).host(CenterId(1))).is_none()
+        );
+        let pairs = both.with_adapters();
+        assert_eq!(pairs.iter().map(|(p, _)| p.kind()).collect::<Vec<_>>(), both.kinds());
+        // An audit rebuilding a checkpoint's set of plugins knows the withdrawal plugin now.
+        assert_eq!(PluginsConfig::of_kinds(&both.kinds()).map(|c| c.kinds()), Some(both.kinds()));
+        let mut adapters = both.adapters();
+        // A withdrawal effect reaches the withdrawal world (which counts what it cannot read).
+        adapters
+            .execute(&Effect { plugin: PluginKind::Withdrawal, effect_id: 1, op: 250, body: Vec::new() }, 0);
+        assert_eq!(adapters.withdrawal.as_ref().map(|w| w.stats.effects_undecodable), Some(1));
+        let mut figures = Vec::new();
+        adapters.figures(&mut figures);
+        assert!(figures.iter().any(|(n, _)| *n == "withdrawal_operator_actions"));
+    }
+
+    #[test]
+    fn withdrawal_setup_and_requests_run_through_its_world() {
+        use rtgs_withdrawal::driver::Driver;
+        let c = WithdrawalConfig {
+            customers: 3,
+            vaults_per_chain: 2,
+            requests: 40,
+            faults: false,
+            ..Default::default()
+        };
+        let start_us = 1_000_000;
+        let mut d = Driver::new(c.world(CHAIN_START_US), start_us);
+        let setup = c.setup().expect("setup fits");
+        assert!(setup.iter().any(|(_, p)| matches!(p, rtgs_core::entry::Payload::AccountOpen { .. })));
+        for (bmi, payload) in setup {
+            assert!(d.submit_payload(bmi, payload).is_some(), "setup bmis are distinct");
+        }
+        for n in 0..c.requests {
+            let (bmi, pc) = c.request(n).expect("request fits");
+            d.submit_payload(bmi, rtgs_core::entry::Payload::Plugin(pc));
+        }
+        d.run_for(600_000_000, 100_000);
+        let p = &d.plugin;
+        assert_eq!(p.counters().requests, c.requests);
+        assert!(p.withdrawals().all(|w| w.status.is_final()), "a calm world ends every withdrawal");
+        assert!(p.count_in(rtgs_withdrawal::Status::Completed) > 0);
+        p.check_invariants().expect("indexes and money agree");
+    }
+
+    #[test]
     fn config_is_strict_and_checked() {
         let bad = r#"{"collection": {"wallets": 1, "relayers": 1, "chain_time_scale": 1, "chain_seed": 1, "x": 2}}"#;
         assert!(serde_json::from_str::<PluginsConfig>(bad).is_err(), "unknown fields are refused");
         let zero = PluginsConfig::collection(CollectionConfig { relayers: 0, ..CollectionConfig::default() });
         assert!(zero.check().is_err());
         assert!(PluginsConfig::collection(CollectionConfig::default()).check().is_ok());
+        let no_vault = WithdrawalConfig { vaults_per_chain: 0, ..WithdrawalConfig::default() };
+        assert!(PluginsConfig::withdrawal(no_vault).check().is_err());
+        let frozen = WithdrawalConfig { world_time_scale: 0, ..WithdrawalConfig::default() };
+        assert!(PluginsConfig::withdrawal(frozen).check().is_err());
+        assert!(PluginsConfig::withdrawal(WithdrawalConfig::default()).check().is_ok());
+        let old = r#"{"collection": null}"#;
+        assert_eq!(serde_json::from_str::<PluginsConfig>(old).ok(), Some(PluginsConfig::default()));
         let bad_window =
             PluginsConfig::matching(MatchingConfig { lp_phase_s: 0, ..MatchingConfig::default() });
         assert!(bad_window.check().is_err());
@@ -352,6 +531,7 @@ mod tests {
         let both = PluginsConfig {
             collection: Some(CollectionConfig { wallets: 1, relayers: 1, ..CollectionConfig::default() }),
             matching: Some(MatchingConfig { orders: 1, sellers: 1, ..MatchingConfig::default() }),
+            withdrawal: None,
         };
         assert_eq!(both.kinds(), vec![PluginKind::Collection, PluginKind::Matching]);
         let host = both.host(CenterId(1));

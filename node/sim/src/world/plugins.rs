@@ -54,9 +54,14 @@ impl World {
     /// Results of the outside world, and resubmissions.
     pub(super) fn poll_plugins(&mut self) -> Check {
         let Some(p) = self.plugins.as_mut() else { return Ok(()) };
+        let mut payloads = Vec::new();
+        p.poll_payloads(self.now_us, &mut payloads);
         let mut out = Vec::new();
         p.poll(self.now_us, &mut out);
         let answers: Vec<Option<u64>> = out.iter().map(|(_, c)| p.answers(c)).collect();
+        for (bmi, payload) in payloads {
+            self.push_plugin(bmi, payload, None);
+        }
         for ((bmi, command), answers) in out.into_iter().zip(answers) {
             let executed_by = answers.and_then(|id| self.effect_center.get(&id).copied());
             if executed_by.is_some_and(|c| !self.centers[c].is_up()) {

@@ -1,4 +1,4 @@
-//! The simulated chain's ledger: token and native balances with per-block history, account
+//! The simulated EVM chain's ledger: token and native balances with per-block history, account
 //! nonces, a mempool, blocks, receipts and reorgs.
 //!
 //! Values keep their history by block height, so a balance can be read at an older block (the
@@ -7,12 +7,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::command::{Receipt, ReceiptStatus};
-use crate::effect::SweepTx;
+use super::EvmTx;
+use crate::answer::{Receipt, ReceiptStatus};
 use crate::types::*;
-
-/// An account address (wallet, relayer or treasury ids share one space in the simulator).
-pub type Address = u64;
 
 /// A value per key with its history by block height.
 #[derive(Clone, Debug)]
@@ -79,7 +76,7 @@ pub enum TxState {
 /// One signed transaction the chain has seen.
 #[derive(Clone, Debug)]
 pub struct TxRecord {
-    pub tx: SweepTx,
+    pub tx: EvmTx,
     pub hash: TxHash,
     pub state: TxState,
     /// Never mined (e.g. underpriced forever) until replaced or evicted.
@@ -88,15 +85,17 @@ pub struct TxRecord {
     pub revert: bool,
     /// A zero-value self-transfer that only uses the nonce.
     pub cancel: bool,
+    /// Not sent by any plugin: the conflicting transaction a deep reorg's other branch held.
+    pub foreign: bool,
     pub accepted_at_us: u64,
 }
 
-/// A user's transfer into a deposit wallet.
+/// An incoming transfer from outside the simulated accounts (a user's deposit): it credits
+/// `address` in the next block. `tag` is the caller's name for it (a deposit id).
 #[derive(Clone, Debug)]
-pub struct DepositTx {
-    pub deposit: DepositId,
-    pub partner: PartnerId,
-    pub wallet: WalletId,
+pub struct Credit {
+    pub tag: u64,
+    pub address: Address,
     pub token: TokenId,
     pub amount_minor: u128,
     pub mined_height: Option<u64>,
@@ -107,14 +106,24 @@ pub struct Block {
     pub height: u64,
     pub time_us: u64,
     pub txs: Vec<TxHash>,
-    pub deposits: Vec<usize>,
+    pub credits: Vec<usize>,
+}
+
+impl Block {
+    /// The block's hash: its height and time (a block mined again after a reorg is another block).
+    pub fn hash(&self) -> TxHash {
+        let mut body = [0u8; 16];
+        body[..8].copy_from_slice(&self.height.to_le_bytes());
+        body[8..].copy_from_slice(&self.time_us.to_le_bytes());
+        TxHash::of(0xB10C_0000, &body)
+    }
 }
 
 /// Parameters the ledger needs to execute a block.
 #[derive(Copy, Clone, Debug)]
 pub struct ExecParams {
-    pub treasury: Address,
-    pub sweep_gas_used: u64,
+    /// Gas every transaction uses.
+    pub gas_used: u64,
 }
 
 /// The chain's state.
@@ -123,14 +132,15 @@ pub struct Ledger {
     pub tokens: History<(Address, TokenId)>,
     pub native: History<Address>,
     pub nonces: History<Address>,
-    /// Collector allowances; not consumed by sweeps (collector approvals are unlimited in
+    /// Allowances (`(owner, token)` → what a sender other than the owner may move, e.g. the
+    /// collector contract); not consumed by transfers (collector approvals are unlimited in
     /// practice) and not part of reorgs.
     pub allowances: BTreeMap<(Address, TokenId), u128>,
     pub txs: BTreeMap<TxHash, TxRecord>,
     pub mempool: BTreeMap<(Address, u64), TxHash>,
     /// `blocks[h]` is block `h`; block 0 is genesis.
     pub blocks: Vec<Block>,
-    pub deposits: Vec<DepositTx>,
+    pub credits: Vec<Credit>,
 }
 
 impl Default for Ledger {
@@ -143,7 +153,7 @@ impl Default for Ledger {
             txs: BTreeMap::new(),
             mempool: BTreeMap::new(),
             blocks: vec![Block::default()],
-            deposits: Vec::new(),
+            credits: Vec::new(),
         }
     }
 }
@@ -157,17 +167,17 @@ impl Ledger {
         u64::try_from(self.nonces.latest(a)).unwrap_or(u64::MAX)
     }
 
-    /// Mines one block: pending deposits, then each sender's transactions in nonce order (a
+    /// Mines one block: pending credits, then each sender's transactions in nonce order (a
     /// missing or stuck nonce blocks every later one of that sender).
     pub fn mine(&mut self, time_us: u64, p: ExecParams) {
         let height = self.tip() + 1;
         let mut block = Block { height, time_us, ..Block::default() };
-        for (i, d) in self.deposits.iter_mut().enumerate() {
+        for (i, d) in self.credits.iter_mut().enumerate() {
             if d.mined_height.is_none() {
-                let key = (d.wallet.0, d.token);
+                let key = (d.address, d.token);
                 self.tokens.set(key, height, self.tokens.latest(key).saturating_add(d.amount_minor));
                 d.mined_height = Some(height);
-                block.deposits.push(i);
+                block.credits.push(i);
             }
         }
         let senders: BTreeSet<Address> = self.mempool.keys().map(|(s, _)| *s).collect();
@@ -186,38 +196,43 @@ impl Ledger {
     fn execute(&mut self, hash: TxHash, height: u64, p: ExecParams) {
         let Some(rec) = self.txs.get(&hash) else { return };
         let (tx, revert, cancel) = (rec.tx, rec.revert, rec.cancel);
-        let from = tx.relayer.0;
+        let from = tx.sender;
         self.mempool.remove(&(from, tx.nonce));
-        let fee = u128::from(p.sweep_gas_used) * u128::from(tx.gas_price_wei);
+        let fee = u128::from(p.gas_used) * u128::from(tx.gas_price_wei);
         self.native.set(from, height, self.native.latest(from).saturating_sub(fee));
         self.nonces.set(from, height, u128::from(tx.nonce) + 1);
-        let wallet_key = (tx.wallet.0, tx.token);
-        let balance = self.tokens.latest(wallet_key);
-        let allowance = self.allowances.get(&wallet_key).copied().unwrap_or(0);
-        let success = cancel || (!revert && allowance >= tx.amount_minor && balance >= tx.amount_minor);
+        let source_key = (tx.source, tx.token);
+        let balance = self.tokens.latest(source_key);
+        // The sender moves its own tokens freely, anyone else's up to the owner's allowance.
+        let allowed = tx.source == tx.sender
+            || self.allowances.get(&source_key).copied().unwrap_or(0) >= tx.amount_minor;
+        let success = cancel || (!revert && allowed && balance >= tx.amount_minor);
         if success && !cancel {
-            self.tokens.set(wallet_key, height, balance - tx.amount_minor);
-            let t = (p.treasury, tx.token);
+            self.tokens.set(source_key, height, balance - tx.amount_minor);
+            let t = (tx.to, tx.token);
             self.tokens.set(t, height, self.tokens.latest(t).saturating_add(tx.amount_minor));
         }
         if let Some(rec) = self.txs.get_mut(&hash) {
-            rec.state = TxState::Mined { height, success, gas_used: p.sweep_gas_used };
+            rec.state = TxState::Mined { height, success, gas_used: p.gas_used };
         }
     }
 
-    /// Drops the last `depth` blocks: their transactions and deposits become pending again.
-    pub fn reorg(&mut self, depth: u64) {
+    /// Drops the last `depth` blocks: their transactions and credits become pending again.
+    /// Returns the transactions taken out of blocks (they are back in the mempool).
+    pub fn reorg(&mut self, depth: u64) -> Vec<TxHash> {
         let new_tip = self.tip().saturating_sub(depth);
+        let mut unmined = Vec::new();
         while self.tip() > new_tip {
             let Some(block) = self.blocks.pop() else { break };
             for hash in block.txs.iter().rev() {
                 if let Some(rec) = self.txs.get_mut(hash) {
                     rec.state = TxState::Pending;
-                    self.mempool.insert((rec.tx.relayer.0, rec.tx.nonce), *hash);
+                    self.mempool.insert((rec.tx.sender, rec.tx.nonce), *hash);
+                    unmined.push(*hash);
                 }
             }
-            for i in block.deposits {
-                if let Some(d) = self.deposits.get_mut(i) {
+            for i in block.credits {
+                if let Some(d) = self.credits.get_mut(i) {
                     d.mined_height = None;
                 }
             }
@@ -225,6 +240,7 @@ impl Ledger {
         self.tokens.truncate_above(new_tip);
         self.native.truncate_above(new_tip);
         self.nonces.truncate_above(new_tip);
+        unmined
     }
 
     /// Stuck transactions older than `age_us` leave the mempool (geth's lifetime eviction).
