@@ -52,7 +52,7 @@ struct TransferRequest {
 }
 
 pub(crate) struct AppState {
-    keyring: Keyring,
+    pub(crate) keyring: Keyring,
     pub(crate) operators: Keyring,
     pub(crate) tracker: Arc<Tracker>,
     pub(crate) read_model: Arc<ReadModel>,
