@@ -213,6 +213,15 @@ impl Api {
         Ok(())
     }
 
+    /// Journals plain commands with their `bmi`s (a plugin workload's accounts, opened and
+    /// funded) and waits until each is final; a rejection is an error.
+    pub async fn setup_payloads(&self, payloads: Vec<(Bmi, Payload)>) -> Result<(), SetupError> {
+        for (bmi, payload) in payloads {
+            self.setup_one(bmi.as_str(), payload).await?;
+        }
+        Ok(())
+    }
+
     /// Journals plugin commands (operator setup, e.g. the collection's relayers) and waits until
     /// each is final; whether the plugin accepted them shows in its state.
     pub async fn setup_plugin_commands(
