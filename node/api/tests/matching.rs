@@ -203,3 +203,31 @@ async fn without_matching_its_endpoints_answer_matching_disabled() {
     assert_eq!((status, answer["code"].as_str()), (404, Some("matching_disabled")), "{answer}");
     assert!(node.finish().await.iter().all(|b| b != "DEC-Z"), "nothing journaled");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn internal_callbacks_are_journaled_under_the_adapters_bmis() {
+    let node = start_matching(&fresh_dir("matching-internal"), Box::new(Silent)).await;
+    let webhook = "/internal/matching/lp/trade-completed";
+    let body = post_body(json!({ "escrow": 77, "trade": 5 }));
+    let (status, answer) = node.send("POST", webhook, &[], &body).await;
+    assert_eq!(status, 202, "{answer}");
+    // The same webhook again is the same entry (the adapter's result for it would be, too).
+    let (status, answer) = node.send("POST", webhook, &[], &body).await;
+    assert_eq!(status, 202, "{answer}");
+    let paid = "/internal/matching/market/leg-paid";
+    let (status, answer) =
+        node.send("POST", paid, &[], &post_body(json!({ "session": 9, "bundle": 1, "leg": 0 }))).await;
+    assert_eq!(status, 202, "{answer}");
+    let bad: [(&str, Value, &str); 3] = [
+        (webhook, json!({ "escrow": 1 }), "missing_field"),
+        (webhook, json!({ "escrow": 1, "trade": 2, "extra": 3 }), "unknown_field"),
+        (paid, json!({ "session": 1, "bundle": 1, "leg": 256 }), "invalid_field"),
+    ];
+    for (path, body, code) in bad {
+        let (status, answer) = node.send("POST", path, &[], &post_body(body)).await;
+        assert_eq!((status, answer["code"].as_str()), (400, Some(code)), "{path}: {answer}");
+    }
+    let bmis = node.finish().await;
+    assert_eq!(bmis.iter().filter(|b| *b == "TW77").count(), 1, "{bmis:?}");
+    assert_eq!(bmis.iter().filter(|b| *b == "PAID9.1.0").count(), 1, "{bmis:?}");
+}

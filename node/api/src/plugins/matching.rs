@@ -7,6 +7,10 @@
 //!   else's is 404 `unknown_order`, so ids cannot be probed.
 //! * **Operators**: partners' settings (read and write), sessions, escalations and dead letters,
 //!   and their resolution (`release`, `settle`, `retry`).
+//! * **Internal** (loopback callers only, unsigned, like `/metrics`): the LP's trade-completion
+//!   webhook and the payment rail's paid-leg callback, for an outside world that calls back over
+//!   HTTP. Their `bmi`s are the ones the node's adapter gives the same results (`TW<escrow>`,
+//!   `PAID<session>.<bundle>.<leg>`), so a callback and the adapter's result are one entry.
 //!
 //! Writes go through the journal like every other write (tracker, idempotency by `bmi`); whether
 //! the plugin accepts them is its own answer, visible in its state (a decision on a session that
@@ -25,10 +29,12 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use rtgs_core::entry::{Payload, Seq};
-use rtgs_matching::command::{Decide, Decision, MatchingCommand, Resolution, Resolve, SetPartnerSettings};
+use rtgs_matching::command::{
+    Decide, Decision, LegPaid, LpTradeCompleted, MatchingCommand, Resolution, Resolve, SetPartnerSettings,
+};
 use rtgs_matching::settings::PartnerSettings;
 use rtgs_matching::state::{Bundle, DeadLetter, Escalation, Order, Session};
-use rtgs_matching::types::{OrderId, PartnerId, SessionId};
+use rtgs_matching::types::{EscrowId, OrderId, PartnerId, SessionId, TradeId};
 use rtgs_matching::MatchingPlugin;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -81,6 +87,77 @@ pub(crate) fn routes(router: Router<Arc<AppState>>) -> Router<Arc<AppState>> {
         .route("/v1/operator/matching/sessions/{id}/resolve", post(resolve))
         .route("/v1/operator/matching/escalations", get(get_escalations))
         .route("/v1/operator/matching/dead-letters", get(get_dead_letters))
+        .route("/internal/matching/lp/trade-completed", post(lp_trade_completed))
+        .route("/internal/matching/market/leg-paid", post(leg_paid))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TradeCompletedRequest {
+    escrow: u64,
+    trade: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LegPaidRequest {
+    session: u64,
+    bundle: u32,
+    leg: u8,
+}
+
+/// The journal's name of internal callbacks' submitter.
+const INTERNAL: &str = "internal";
+
+/// An internal endpoint's caller must be on this host.
+fn loopback_only(request: &Request) -> Result<(), ApiError> {
+    use axum::extract::ConnectInfo;
+    let peer = request.extensions().get::<ConnectInfo<std::net::SocketAddr>>().map(|c| c.0);
+    if peer.is_some_and(|p| p.ip().is_loopback()) {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "not_loopback",
+            "internal endpoints answer loopback callers only",
+        ))
+    }
+}
+
+async fn internal_body(request: Request) -> Result<axum::body::Bytes, ApiError> {
+    loopback_only(&request)?;
+    axum::body::to_bytes(request.into_body(), crate::limits::BODY_BYTES_MAX)
+        .await
+        .map_err(|_| ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", "body too large"))
+}
+
+/// The LP's webhook: the buyer paid into the escrow and the trade completed.
+async fn lp_trade_completed(
+    State(state): State<Arc<AppState>>,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let body = internal_body(request).await?;
+    let req: TradeCompletedRequest = parse_json(&body)?;
+    let cmd = MatchingCommand::LpTradeCompleted(LpTradeCompleted {
+        escrow: EscrowId(req.escrow),
+        trade: TradeId(req.trade),
+    });
+    let bmi = rtgs_matching::adapter::lp_result_bmi(&cmd)
+        .map_err(|e| ApiError::bad_request("invalid_field", e.to_string()))?;
+    journal(&state, bmi.as_str(), &Arc::from(INTERNAL), cmd).await
+}
+
+/// The payment rail's callback: the buyer paid a P2P leg.
+async fn leg_paid(State(state): State<Arc<AppState>>, request: Request) -> Result<Response, ApiError> {
+    let body = internal_body(request).await?;
+    let req: LegPaidRequest = parse_json(&body)?;
+    let bmi = format!("PAID{}.{}.{}", req.session, req.bundle, req.leg);
+    let cmd = MatchingCommand::LegPaid(LegPaid {
+        session: SessionId(req.session),
+        bundle: req.bundle,
+        leg: req.leg,
+    });
+    journal(&state, &bmi, &Arc::from(INTERNAL), cmd).await
 }
 
 fn enabled(state: &AppState) -> bool {
