@@ -54,6 +54,8 @@ struct TransferRequest {
 pub(crate) struct AppState {
     pub(crate) keyring: Keyring,
     pub(crate) operators: Keyring,
+    /// Customers' PII of the matching orders submitted here (this center's, never journaled).
+    pub(crate) matching_pii: crate::plugins::matching::PiiStore,
     pub(crate) tracker: Arc<Tracker>,
     pub(crate) read_model: Arc<ReadModel>,
     metrics: Arc<Metrics>,
@@ -119,6 +121,7 @@ impl Api {
         let state = Arc::new(AppState {
             keyring: Keyring::new(credentials.participants),
             operators: Keyring::new(credentials.operators),
+            matching_pii: Default::default(),
             tracker: Arc::new(Tracker::default()),
             read_model: Arc::new(read_model),
             metrics: Arc::new(Metrics::default()),

@@ -231,3 +231,64 @@ async fn internal_callbacks_are_journaled_under_the_adapters_bmis() {
     assert_eq!(bmis.iter().filter(|b| *b == "TW77").count(), 1, "{bmis:?}");
     assert_eq!(bmis.iter().filter(|b| *b == "PAID9.1.0").count(), 1, "{bmis:?}");
 }
+
+/// Customer PII reaches this center's API and stops there: the order is journaled with an opaque
+/// reference; the PII is readable by the submitting participant and operators only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_with_pii_is_journaled_without_it_and_read_back_by_its_owner_only() {
+    let node = start_matching(&fresh_dir("matching-pii"), Box::new(Silent)).await;
+    let order = |bmi: &str, id: u64, account: u64| {
+        json!({
+            "bmi": bmi, "order": id, "partner": 1, "currency": "EUR", "amount_minor": "25000",
+            "credit_account": account, "expires_in_s": 600,
+            "customer": { "name": "Jane Q. Customer", "phone": "+33 6 12 34 56 78", "bank_account": "FR7630006000011234567890189" }
+        })
+    };
+    let (status, answer) = node.as_a("POST", "/v1/matching/orders", &post_body(order("ORD-P1", 41, 2))).await;
+    assert_eq!(status, 202, "{answer}");
+    let seen = poll_a(&node, "/v1/matching/orders/41", "order journaled", |_| true).await;
+    assert_eq!(seen["order"]["amount_minor"], "25000", "{seen}");
+    let (status, pii) = node.as_a("GET", "/v1/matching/orders/41/customer", b"").await;
+    assert_eq!((status, pii["customer"]["name"].as_str()), (200, Some("Jane Q. Customer")), "{pii}");
+    let (status, pii) = node.as_ops("GET", "/v1/operator/matching/orders/41/customer", b"").await;
+    assert_eq!((status, pii["customer"]["phone"].as_str()), (200, Some("+33 6 12 34 56 78")), "{pii}");
+    let (status, answer) = node.as_b("GET", "/v1/matching/orders/41/customer", b"").await;
+    assert_eq!((status, answer["code"].as_str()), (404, Some("unknown_order")), "{answer}");
+    let mut bad_amount = order("ORD-P2", 42, 2);
+    bad_amount["amount_minor"] = json!("0");
+    let mut long_name = order("ORD-P3", 43, 2);
+    long_name["customer"]["name"] = json!("x".repeat(129));
+    let mut bad_currency = order("ORD-P4", 44, 2);
+    bad_currency["currency"] = json!("E1");
+    let mut pii_in_the_wrong_place = order("ORD-P6", 46, 2);
+    pii_in_the_wrong_place["customer"]["email"] = json!("jane@example.com");
+    let cases: [(Value, u16, &str); 5] = [
+        (order("ORD-P5", 45, 3), 403, "account_not_owned"),
+        (bad_amount, 400, "amount_not_positive"),
+        (long_name, 400, "invalid_field"),
+        (bad_currency, 400, "unknown_currency"),
+        (pii_in_the_wrong_place, 400, "unknown_field"),
+    ];
+    for (body, want, code) in cases {
+        let (status, answer) = node.as_a("POST", "/v1/matching/orders", &post_body(body)).await;
+        assert_eq!((status, answer["code"].as_str()), (want, Some(code)), "{answer}");
+    }
+    let dir = std::env::temp_dir().join(format!("rtgs-api-matching-pii-{}", std::process::id()));
+    let bmis = node.stop().await;
+    assert_eq!(bmis.iter().filter(|b| b.starts_with("ORD-P")).collect::<Vec<_>>(), ["ORD-P1"]);
+    // Nothing the centers wrote (journal, checkpoints) holds the customer's PII.
+    let mut files = vec![dir.clone()];
+    let mut read = 0;
+    while let Some(path) = files.pop() {
+        if path.is_dir() {
+            files.extend(std::fs::read_dir(&path).into_iter().flatten().flatten().map(|e| e.path()));
+        } else if let Ok(bytes) = std::fs::read(&path) {
+            read += 1;
+            for pii in [&b"Jane Q. Customer"[..], b"FR7630006000011234567890189", b"+33 6 12"] {
+                assert!(!bytes.windows(pii.len()).any(|w| w == pii), "{} holds PII", path.display());
+            }
+        }
+    }
+    assert!(read > 0, "the data directory was read");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -5,6 +5,13 @@
 //!   (`POST /v1/matching/orders/{id}/decision`: `retry`, `cancel` or `close`). A participant sees
 //!   and decides only orders paid to an account it owns (the order's `credit_account`); anyone
 //!   else's is 404 `unknown_order`, so ids cannot be probed.
+//! * **Orders with PII** (`POST /v1/matching/orders`, participant): the order is journaled with
+//!   an opaque customer reference (a digest of the submitter, the order and its `bmi`: nothing of
+//!   the customer); the customer's name, phone and bank account stay in this API's memory at the
+//!   origin center ([`PiiStore`], bounded), readable by the participant that submitted the order
+//!   (`GET /v1/matching/orders/{id}/customer`) and by operators
+//!   (`GET /v1/operator/matching/orders/{id}/customer`). The journal is replicated and kept
+//!   forever; PII never enters it.
 //! * **Operators**: partners' settings (read and write), sessions, escalations and dead letters,
 //!   and their resolution (`release`, `settle`, `retry`).
 //! * **Internal** (loopback callers only, unsigned, like `/metrics`): the LP's trade-completion
@@ -87,6 +94,9 @@ pub(crate) fn routes(router: Router<Arc<AppState>>) -> Router<Arc<AppState>> {
         .route("/v1/operator/matching/sessions/{id}/resolve", post(resolve))
         .route("/v1/operator/matching/escalations", get(get_escalations))
         .route("/v1/operator/matching/dead-letters", get(get_dead_letters))
+        .route("/v1/matching/orders", post(submit_order))
+        .route("/v1/matching/orders/{id}/customer", get(get_customer))
+        .route("/v1/operator/matching/orders/{id}/customer", get(get_customer_as_operator))
         .route("/internal/matching/lp/trade-completed", post(lp_trade_completed))
         .route("/internal/matching/market/leg-paid", post(leg_paid))
 }
@@ -522,4 +532,158 @@ async fn get_dead_letters(
     })
     .await?;
     Ok(Json(with_seq(answer, seq)).into_response())
+}
+
+/// Customers' PII of the orders submitted through this API (the origin center), by order:
+/// the submitting participant's key and the customer. In memory, bounded by
+/// [`PII_ORDERS_MAX`]; never journaled, never replicated.
+#[derive(Default)]
+pub(crate) struct PiiStore(std::sync::Mutex<std::collections::BTreeMap<u64, (Arc<str>, Customer)>>);
+
+/// Orders whose customers' PII this API keeps at once.
+pub const PII_ORDERS_MAX: usize = 1_000_000;
+/// Characters of each PII field.
+const PII_FIELD_CHARS_MAX: usize = 128;
+
+#[derive(Clone, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Customer {
+    name: String,
+    phone: String,
+    bank_account: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OrderRequest {
+    bmi: String,
+    order: u64,
+    partner: u64,
+    currency: String,
+    /// Integer minor units, as a string.
+    amount_minor: String,
+    /// The partner's account the deposit is paid to (owned by the caller).
+    credit_account: u64,
+    /// The order's life from now, in seconds (1 ..= 86,400).
+    expires_in_s: u64,
+    customer: Customer,
+}
+
+/// The widget submits an order: checked, its PII kept here, the order journaled with an opaque
+/// reference.
+async fn submit_order(State(state): State<Arc<AppState>>, request: Request) -> Result<Response, ApiError> {
+    let (participant, body) = authenticated(&state.keyring, request).await?;
+    if !enabled(&state) {
+        return Err(disabled());
+    }
+    let req: OrderRequest = parse_json(&body)?;
+    let bmi = parse_bmi(&req.bmi)?;
+    let currency = rtgs_core::entry::Currency::new(req.currency.as_bytes()).map_err(|_| {
+        ApiError::bad_request("unknown_currency", format!("{:?} is not a currency", req.currency))
+    })?;
+    let amount_minor: u64 = req
+        .amount_minor
+        .parse()
+        .map_err(|_| ApiError::bad_request("invalid_amount", "amount_minor must be an integer string"))?;
+    if amount_minor == 0 {
+        return Err(ApiError::bad_request("amount_not_positive", "amount_minor must be positive"));
+    }
+    if !(1..=86_400).contains(&req.expires_in_s) {
+        return Err(ApiError::bad_request("invalid_field", "expires_in_s must be 1 to 86400"));
+    }
+    let account = rtgs_core::entry::AccountId(req.credit_account);
+    if !participant.owns(account) {
+        let message = format!("account {} is not yours", req.credit_account);
+        return Err(ApiError::new(StatusCode::FORBIDDEN, "account_not_owned", message));
+    }
+    let c = &req.customer;
+    for (field, v) in [("name", &c.name), ("phone", &c.phone), ("bank_account", &c.bank_account)] {
+        if v.is_empty() || v.chars().count() > PII_FIELD_CHARS_MAX {
+            let message = format!("customer.{field} must be 1 to {PII_FIELD_CHARS_MAX} characters");
+            return Err(ApiError::bad_request("invalid_field", message));
+        }
+    }
+    // Opaque: a digest of who submitted which order under which bmi — nothing of the customer.
+    let mut seed = Vec::new();
+    seed.extend_from_slice(participant.key_id.as_bytes());
+    seed.extend_from_slice(&req.order.to_le_bytes());
+    seed.extend_from_slice(bmi.as_str().as_bytes());
+    let mut customer = [0u8; 16];
+    customer[..8].copy_from_slice(&rtgs_core::hash::bytes64(1, &seed).to_le_bytes());
+    customer[8..].copy_from_slice(&rtgs_core::hash::bytes64(2, &seed).to_le_bytes());
+    let now_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0);
+    let cmd = MatchingCommand::SubmitOrder(rtgs_matching::command::SubmitOrder {
+        order: OrderId(req.order),
+        partner: PartnerId(req.partner),
+        customer: rtgs_matching::types::CustomerRef(customer),
+        currency: rtgs_matching::types::Ccy(currency),
+        amount_minor,
+        credit_account: rtgs_matching::types::Account(account),
+        expires_at_us: now_us + req.expires_in_s * 1_000_000,
+    });
+    {
+        let mut store = state.matching_pii.0.lock().map_err(|_| {
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "the PII store failed")
+        })?;
+        match store.get(&req.order) {
+            Some((owner, _)) if **owner != *participant.key_id => {
+                let message = format!("order {} is another participant's", req.order);
+                return Err(ApiError::bad_request("invalid_field", message));
+            }
+            None if store.len() >= PII_ORDERS_MAX => {
+                return Err(ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "unavailable",
+                    "the PII store is full",
+                ));
+            }
+            _ => {}
+        }
+        store.insert(req.order, (Arc::clone(&participant.key_id), req.customer.clone()));
+    }
+    journal(&state, &req.bmi, &participant.key_id, cmd).await
+}
+
+fn customer_of(state: &AppState, order: u64, owner: Option<&str>) -> Result<Response, ApiError> {
+    let store =
+        state.matching_pii.0.lock().map_err(|_| {
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "the PII store failed")
+        })?;
+    match store.get(&order) {
+        Some((key, c)) if owner.is_none_or(|o| o == &**key) => {
+            Ok(Json(json!({ "order": order, "customer": c })).into_response())
+        }
+        _ => Err(unknown_order(OrderId(order))),
+    }
+}
+
+/// The customer's PII, for the participant that submitted the order here.
+async fn get_customer(
+    State(state): State<Arc<AppState>>,
+    Path(id_text): Path<String>,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let (participant, _) = authenticated(&state.keyring, request).await?;
+    if !enabled(&state) {
+        return Err(disabled());
+    }
+    let id = parse_id(&id_text, "order")?;
+    customer_of(&state, id, Some(&participant.key_id))
+}
+
+/// The customer's PII, for operators.
+async fn get_customer_as_operator(
+    State(state): State<Arc<AppState>>,
+    Path(id_text): Path<String>,
+    request: Request,
+) -> Result<Response, ApiError> {
+    authenticated(&state.operators, request).await?;
+    if !enabled(&state) {
+        return Err(disabled());
+    }
+    let id = parse_id(&id_text, "order")?;
+    customer_of(&state, id, None)
 }
