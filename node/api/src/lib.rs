@@ -6,7 +6,9 @@
 //!   engine through [`server::EngineLink`] (the engine-neutral seam: `rtgs_core::client`'s
 //!   `EngineSubmit`, `EntryFeed` and `ClientEvent`; this crate names no engine).
 //! * `plugins` — each plugin's routes in a module of its own (`plugins/collection.rs`: the
-//!   collection plugin's operator commands and two-way audit queries).
+//!   collection plugin's operator commands and two-way audit queries; `plugins/matching.rs`: the
+//!   widget's orders (PII kept apart from the journal), their status and the user's decision, operators' partner settings, sessions,
+//!   resolutions, escalations and dead letters).
 //! * [`operator`] — operator endpoints (`/v1/operator/...`): open, fund, close accounts; any
 //!   entry's status. Separate credentials.
 //! * [`auth`] — API key + HMAC-SHA256 request signatures, ±300 s window, constant-time compare.

@@ -52,8 +52,10 @@ struct TransferRequest {
 }
 
 pub(crate) struct AppState {
-    keyring: Keyring,
+    pub(crate) keyring: Keyring,
     pub(crate) operators: Keyring,
+    /// Customers' PII of the matching orders submitted here (this center's, never journaled).
+    pub(crate) matching_pii: crate::plugins::matching::PiiStore,
     pub(crate) tracker: Arc<Tracker>,
     pub(crate) read_model: Arc<ReadModel>,
     metrics: Arc<Metrics>,
@@ -119,6 +121,7 @@ impl Api {
         let state = Arc::new(AppState {
             keyring: Keyring::new(credentials.participants),
             operators: Keyring::new(credentials.operators),
+            matching_pii: Default::default(),
             tracker: Arc::new(Tracker::default()),
             read_model: Arc::new(read_model),
             metrics: Arc::new(Metrics::default()),
@@ -209,6 +212,15 @@ impl Api {
                 let fund = Payload::AccountFund { account: a.id, amount_minor: a.fund_minor };
                 self.setup_one(&format!("SETUP-FUND-{}", a.id.0), fund).await?;
             }
+        }
+        Ok(())
+    }
+
+    /// Journals plain commands with their `bmi`s (a plugin workload's accounts, opened and
+    /// funded) and waits until each is final; a rejection is an error.
+    pub async fn setup_payloads(&self, payloads: Vec<(Bmi, Payload)>) -> Result<(), SetupError> {
+        for (bmi, payload) in payloads {
+            self.setup_one(bmi.as_str(), payload).await?;
         }
         Ok(())
     }

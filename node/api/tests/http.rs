@@ -339,7 +339,14 @@ async fn the_served_openapi_document_is_the_repos_and_every_path_in_it_is_routed
         for method in methods.as_object().expect("methods").keys() {
             let signed = doc["paths"][path][method]["security"] != json!([]);
             let (status, body) = node.send(&method.to_uppercase(), &concrete, &[], b"{}").await;
-            let want = if signed { 401 } else { 200 };
+            // An unsigned internal callback answers an empty body with 400 (its fields are missing).
+            let want = if signed {
+                401
+            } else if path.starts_with("/internal/") {
+                400
+            } else {
+                200
+            };
             assert_eq!(status, want, "{method} {path}: {body}");
         }
     }

@@ -13,6 +13,15 @@
 //! deposits confirm on chain and are journaled, then one `RunNow` reads every balance and
 //! sweeps every wallet through `--collection-relayers` relayers; the cycle time is from that
 //! command to the last deposit COLLECTED in DC1's plugin state.
+//!
+//! With `--matching`, every center also runs the matching plugin and the owner's effects go to
+//! the LP simulator and the simulated marketplace. Before the transfers, a matching cycle runs:
+//! the workload's accounts (LP, sellers, partners) are opened and funded, the LP account, the
+//! short timings and the partners' windows (2 s P2P, 2 s LP, 2 s grace unless
+//! `--matching-window-s`) journaled; once every seller has offered, `--matching-orders` orders
+//! are submitted (each living 30 s unless its user ends it) and the cycle ends when none is in
+//! flight (no order open or matching, no session in a window, awaiting a decision or paying) in
+//! DC1's plugin state.
 
 use anyhow::{bail, Context};
 use clap::Args;
@@ -72,11 +81,31 @@ pub struct DemoArgs {
 impl DemoArgs {
     fn plugins(&self) -> anyhow::Result<rtgs_plugins::PluginsConfig> {
         let defaults = rtgs_plugins::CollectionConfig { chain_seed: self.seed, ..Default::default() };
-        self.plugins.config(defaults)
+        let matching = rtgs_plugins::MatchingConfig {
+            orders: 10_000,
+            sellers: 200,
+            seed: self.seed,
+            p2p_phase_s: 2,
+            lp_phase_s: 2,
+            decision_grace_s: 2,
+            quick_timings: true,
+            market_start_ms: MARKET_START_MS,
+            order_ttl_s: Some(ORDER_TTL_S),
+            ..Default::default()
+        };
+        self.plugins.config_with(defaults, matching)
     }
 }
 
 const CURRENCY: &[u8; 3] = b"EUR";
+/// The simulated sellers offer this long after the cluster starts (their accounts are opened
+/// first: an offer naming an unknown account is refused).
+const MARKET_START_MS: u64 = 1_500;
+/// A demo order's life: a trade the LP never completes (`--matching-lp-faults`) keeps its order
+/// in payment until then.
+const ORDER_TTL_S: u64 = 30;
+/// A matching cycle that has orders in flight after this long failed.
+const MATCHING_CYCLE_MAX: Duration = Duration::from_secs(300);
 const FUNDING_MINOR: u64 = 100_000;
 const AMOUNT_MINOR_MAX: u64 = 5_000;
 /// One transfer in this many goes to an account that does not exist (rejected AC01).
@@ -157,6 +186,34 @@ struct BmiIndexJson {
     replayed_at_open: u64,
 }
 
+#[derive(Serialize, Default)]
+struct MatchingJson {
+    orders: u64,
+    sellers: u64,
+    sessions: u64,
+    bundles_committed: u64,
+    awaiting_user_decision: u64,
+    closed_by_user: u64,
+    auto_closed: u64,
+    cancelled: u64,
+    completed: u64,
+    expired: u64,
+    compensated: u64,
+    escalated: u64,
+    lp_already_committed: u64,
+    dead_letters: u64,
+    /// Orders matched twice or whose legs do not cover them: must be 0.
+    double_matches: u64,
+    lp_calls: u64,
+    legs_paid: u64,
+    /// From the first order submitted to none in flight.
+    cycle_s: f64,
+    effects_executed: u64,
+    owner_center: u64,
+    /// Every center holds the same plugin state (full hash).
+    plugin_state_consistent: bool,
+}
+
 #[derive(Serialize)]
 struct Report {
     submitted: u64,
@@ -187,6 +244,8 @@ struct Report {
     bmi_index: BmiIndexJson,
     #[serde(skip_serializing_if = "Option::is_none")]
     collection: Option<CollectionJson>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    matching: Option<MatchingJson>,
 }
 
 pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
@@ -231,6 +290,10 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         Some(c) => Some(sweep_cycle(&args, &cluster, c).context("collection sweep cycle")?),
         None => None,
     };
+    let matched = match &plugins.matching {
+        Some(m) => Some(matching_cycle(&args, &cluster, m).context("matching cycle")?),
+        None => None,
+    };
     let outcome = drive(&args, &cluster, resumed_from);
     let cluster_report = cluster.shutdown();
     if temporary {
@@ -241,6 +304,9 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     if let (Some(s), Some(c)) = (sweep, &plugins.collection) {
         report.collection = Some(collection_json(c, s, &cluster_report));
     }
+    if let (Some(r), Some(m)) = (matched, &plugins.matching) {
+        report.matching = Some(matching_json(m, r, &cluster_report));
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -248,7 +314,13 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     }
     let collected_all =
         report.collection.as_ref().is_none_or(|c| c.rows_collected == c.wallets && c.plugin_state_consistent);
+    let orders_expected = plugins.matching.as_ref().map_or(0, |m| m.orders);
+    let matched_well = report
+        .matching
+        .as_ref()
+        .is_none_or(|m| m.orders == orders_expected && m.double_matches == 0 && m.plugin_state_consistent);
     let ok = collected_all
+        && matched_well
         && report.consistent
         && report.conserved
         && report.errors.is_empty()
@@ -564,6 +636,7 @@ fn build_report(
         journal,
         bmi_index: bmi_index_json(&cluster.bmi_index),
         collection: None,
+        matching: None,
     }
 }
 
@@ -613,13 +686,22 @@ fn figure(f: &Figures, name: &str) -> u64 {
 /// Waits until DC1's published plugin figures satisfy `done`, draining client events meanwhile
 /// (plugin results are announced like any entry); bails after 60 s without getting there.
 fn wait_figures(cluster: &Cluster, what: &str, done: impl Fn(&Figures) -> bool) -> anyhow::Result<()> {
+    wait_figures_for(cluster, what, Duration::from_secs(60), done)
+}
+
+fn wait_figures_for(
+    cluster: &Cluster,
+    what: &str,
+    limit: Duration,
+    done: impl Fn(&Figures) -> bool,
+) -> anyhow::Result<()> {
     let start = Instant::now();
     loop {
         if done(&cluster.plugin_figures(CenterId(1))) {
             return Ok(());
         }
-        if start.elapsed() > Duration::from_secs(60) {
-            bail!("{what}: not done after 60 s ({:?})", cluster.plugin_figures(CenterId(1)));
+        if start.elapsed() > limit {
+            bail!("{what}: not done after {limit:?} ({:?})", cluster.plugin_figures(CenterId(1)));
         }
         match cluster.events().recv_timeout(Duration::from_millis(5)) {
             Ok(ClientEvent::Divergence(msg)) => bail!("{msg}"),
@@ -672,6 +754,83 @@ fn sweep_cycle(
         eprintln!("collection: sweep cycle over {wallets} wallets in {:.3} s", cycle.as_secs_f64());
     }
     Ok(Sweep { deposits_queued, cycle, adapter: cluster.adapter_figures() })
+}
+
+struct Matched {
+    cycle: Duration,
+    adapter: Figures,
+}
+
+/// Opens and funds the workload's accounts, journals its settings, waits for every seller's
+/// offer, submits the orders and waits until none is in flight.
+fn matching_cycle(
+    args: &DemoArgs,
+    cluster: &Cluster,
+    m: &rtgs_plugins::MatchingConfig,
+) -> anyhow::Result<Matched> {
+    let w = m.workload();
+    let mut it = w.setup_payloads().into_iter().peekable();
+    while it.peek().is_some() {
+        let chunk = it
+            .by_ref()
+            .take(SUBMISSION_COMMANDS_MAX)
+            .map(|(bmi, payload)| Command { origin: CenterId(1), bmi, payload })
+            .collect();
+        cluster.submitter().submit(chunk)?;
+    }
+    submit_plugin(cluster, w.setup_commands())?;
+    let sellers = m.sellers;
+    wait_figures(cluster, "every seller offered", |f| figure(f, "matching_sellers") >= sellers)?;
+    let start = Instant::now();
+    let now_us = cluster.clock().now_us();
+    submit_plugin(cluster, (0..m.orders).filter_map(|n| w.order(n, now_us)).collect())?;
+    if !args.json {
+        eprintln!("matching: {} orders submitted to {sellers} sellers and the LP", m.orders);
+    }
+    let orders = m.orders;
+    wait_figures_for(cluster, "no order in flight", MATCHING_CYCLE_MAX, |f| {
+        let in_flight = [
+            "matching_orders_open",
+            "matching_orders_matching",
+            "matching_sessions_matching",
+            "matching_awaiting_user_decision",
+            "matching_payment_in_progress",
+        ];
+        figure(f, "matching_orders") >= orders && in_flight.iter().all(|n| figure(f, n) == 0)
+    })?;
+    let cycle = start.elapsed();
+    if !args.json {
+        eprintln!("matching: {orders} orders through sessions in {:.3} s", cycle.as_secs_f64());
+    }
+    Ok(Matched { cycle, adapter: cluster.adapter_figures() })
+}
+
+fn matching_json(m: &rtgs_plugins::MatchingConfig, r: Matched, cluster: &ClusterReport) -> MatchingJson {
+    let f = cluster.centers.first().map(|c| c.plugin_figures.clone()).unwrap_or_default();
+    let first_hash = cluster.centers.first().map(|c| c.plugin_state_hash);
+    MatchingJson {
+        orders: figure(&f, "matching_orders"),
+        sellers: m.sellers,
+        sessions: figure(&f, "matching_sessions"),
+        bundles_committed: figure(&f, "matching_bundles_committed"),
+        awaiting_user_decision: figure(&f, "matching_awaiting_user_decision"),
+        closed_by_user: figure(&f, "matching_closed_by_user"),
+        auto_closed: figure(&f, "matching_auto_closed"),
+        cancelled: figure(&f, "matching_cancelled"),
+        completed: figure(&f, "matching_completed"),
+        expired: figure(&f, "matching_expired"),
+        compensated: figure(&f, "matching_compensated"),
+        escalated: figure(&f, "matching_escalated"),
+        lp_already_committed: figure(&f, "matching_lp_already_committed"),
+        dead_letters: figure(&f, "matching_dead_letters"),
+        double_matches: figure(&f, "matching_double_matches"),
+        lp_calls: figure(&f, "matching_lp_calls"),
+        legs_paid: figure(&f, "matching_legs_paid"),
+        cycle_s: (r.cycle.as_secs_f64() * 1000.0).round() / 1000.0,
+        effects_executed: figure(&r.adapter, "adapter_effects_executed"),
+        owner_center: figure(&f, "owner_center"),
+        plugin_state_consistent: cluster.centers.iter().all(|c| Some(c.plugin_state_hash) == first_hash),
+    }
 }
 
 fn collection_json(c: &rtgs_plugins::CollectionConfig, s: Sweep, cluster: &ClusterReport) -> CollectionJson {
@@ -746,6 +905,24 @@ fn print_human(r: &Report) {
             c.effects_executed, c.chain_broadcasts, c.chain_already_known, c.owner_center
         );
         println!("    plugin state consistent {}", c.plugin_state_consistent);
+    }
+    if let Some(m) = &r.matching {
+        println!("  matching (LP simulator, marketplace of {} sellers):", m.sellers);
+        println!("    orders             {:>12}  through sessions in {:.3} s", m.orders, m.cycle_s);
+        println!(
+            "    sessions           {:>12}  bundles committed {}  completed {}",
+            m.sessions, m.bundles_committed, m.completed
+        );
+        println!(
+            "    user decisions     awaiting {}  closed by user {}  auto-closed {}  cancelled {}",
+            m.awaiting_user_decision, m.closed_by_user, m.auto_closed, m.cancelled
+        );
+        println!(
+            "    LP                 calls {}  compensated {}  escalated {}  already committed {}",
+            m.lp_calls, m.compensated, m.escalated, m.lp_already_committed
+        );
+        println!("    double matches     {:>12}", m.double_matches);
+        println!("    plugin state consistent {}", m.plugin_state_consistent);
     }
     for e in &r.errors {
         println!("  error: {e}");

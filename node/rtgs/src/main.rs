@@ -52,7 +52,7 @@ enum Command {
     /// Audit a stopped cluster's data directory against its journal.
     Verify(verify::VerifyArgs),
     /// Run one center of the production engine (Kafka + PostgreSQL); see scripts/run-dc1.sh.
-    Node(node::NodeArgs),
+    Node(Box<node::NodeArgs>),
     /// Submit transfers to a running production cluster; report throughput and latency.
     Load(load::LoadArgs),
     /// Sweep cycle of the collection plugin on a production cluster started with --collection.
@@ -71,7 +71,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::run(args),
         Command::Sim(args) => sim::run(args),
         Command::Verify(args) => verify::run(args),
-        Command::Node(args) => node::run(args),
+        Command::Node(args) => node::run(*args),
         Command::Load(args) => load::run(args),
         Command::Collect(args) => collect::run(args),
         Command::Reconcile(args) => reconcile::run(args),

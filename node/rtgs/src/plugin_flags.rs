@@ -105,6 +105,8 @@ impl PluginFlags {
                 lp_phase_s,
                 decision_grace_s,
                 quick_timings: matching.quick_timings,
+                market_start_ms: matching.market_start_ms,
+                order_ttl_s: matching.order_ttl_s,
             }),
             withdrawal: self.withdrawal.then(|| {
                 let d = WithdrawalConfig::default();

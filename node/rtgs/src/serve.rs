@@ -11,6 +11,12 @@
 //! and `--collection-relayers` funded relayers, registered on a fresh data directory), and the
 //! operator collection endpoints (run, relayers, settings, audit) answer. The simulator lives in
 //! memory: a restart starts a new chain, so use a fresh data directory with it.
+//!
+//! With `--matching`, every center also runs the matching plugin against the LP simulator and a
+//! simulated marketplace (`--matching-sellers` sellers, default 20); on a fresh data directory the
+//! workload's accounts (LP, sellers, partners) are opened and funded and its LP account and
+//! partners' windows journaled before the sellers offer (5 s after the start), and the widget and
+//! operator matching endpoints answer. Orders come from outside (the journal's `SubmitOrder`).
 
 use anyhow::Context;
 use clap::Args;
@@ -21,7 +27,7 @@ use rtgs_collection::types::ChainId;
 use rtgs_core::entry::CenterId;
 use rtgs_core::ledger::Ledger;
 use rtgs_embedded::cluster::{Cluster, ClusterConfig, PluginSetup};
-use rtgs_plugins::{CollectionConfig, PluginsConfig};
+use rtgs_plugins::{CollectionConfig, MatchingConfig, PluginsConfig};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -73,8 +79,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let port = PORT_BASE.checked_add(args.port_offset).context("PORT_OFFSET too large")?;
     let listen = args.listen.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], port)));
 
-    let plugins =
-        args.plugins.config(CollectionConfig { wallets: 1_000, relayers: 16, ..Default::default() })?;
+    let matching = MatchingConfig { orders: 0, sellers: 20, market_start_ms: 5_000, ..Default::default() };
+    let plugins = args
+        .plugins
+        .config_with(CollectionConfig { wallets: 1_000, relayers: 16, ..Default::default() }, matching)?;
     let mut config = ClusterConfig::new(&args.data_dir);
     config.journal_mirror = args.journal_mirror.clone();
     let cluster = start_cluster(&config, &plugins).context("starting the cluster")?;
@@ -90,6 +98,15 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
                 let n = relayers.len();
                 api.setup_plugin_commands(relayers).await.context("registering relayers")?;
                 eprintln!("rtgs serve: collection on, {n} relayers registered");
+            }
+            if let Some(m) = &plugins.matching {
+                let w = m.workload();
+                api.setup_payloads(w.setup_payloads()).await.context("opening the matching accounts")?;
+                api.setup_plugin_commands(w.setup_commands()).await.context("matching settings")?;
+                eprintln!(
+                    "rtgs serve: matching on, {} sellers' and {} partners' accounts opened",
+                    w.sellers, w.partners
+                );
             }
         } else {
             eprintln!(

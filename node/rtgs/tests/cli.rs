@@ -158,6 +158,53 @@ fn kill_9_mid_run_then_restart_converges_and_audits_clean() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `demo --matching --collection`: both plugins in every center; the matching cycle runs its
+/// orders against a faulty LP and the marketplace until none is in flight — no order matched
+/// twice, identical plugin state everywhere — and the data directory audits clean.
+#[test]
+fn demo_with_matching_and_collection_matches_every_order_once_and_audits_clean() {
+    let dir = tempdir("matching");
+    let d = dir.to_str().unwrap_or_else(|| panic!("path"));
+    let args = [
+        "--matching",
+        "--matching-orders",
+        "400",
+        "--matching-sellers",
+        "20",
+        "--matching-lp-faults",
+        "--collection",
+        "--collection-wallets",
+        "50",
+        "--collection-relayers",
+        "5",
+        "--transfers",
+        "500",
+        "--accounts",
+        "20",
+        "--data-dir",
+        d,
+    ];
+    let (out, r) = demo(&args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let m = &r["matching"];
+    assert_eq!(m["orders"], 400, "{m}");
+    assert_eq!(m["sessions"], 400, "one session per order: {m}");
+    assert_eq!(m["double_matches"], 0, "{m}");
+    assert_eq!(m["awaiting_user_decision"], 0, "{m}");
+    assert_eq!(m["plugin_state_consistent"], true, "{m}");
+    assert!(m["bundles_committed"].as_u64().is_some_and(|b| b > 0), "{m}");
+    for key in
+        ["closed_by_user", "auto_closed", "cancelled", "compensated", "escalated", "lp_already_committed"]
+    {
+        assert!(m[key].is_u64(), "{key} reported: {m}");
+    }
+    assert_eq!(r["collection"]["rows_collected"], 50);
+    assert_eq!((r["consistent"].as_bool(), r["conserved"].as_bool()), (Some(true), Some(true)));
+    let verify = rtgs().args(["verify", "--data-dir", d]).output().unwrap_or_else(|e| panic!("{e}"));
+    assert!(verify.status.success(), "{}", String::from_utf8_lossy(&verify.stdout));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `demo --collection`: a sweep cycle through the chain simulator before the transfers, every
 /// deposit collected, identical plugin state in every center; the data directory audits clean
 /// (the replay runs the plugin host too) and a restart restores the plugin state.

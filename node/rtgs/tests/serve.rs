@@ -11,6 +11,7 @@ use std::process::{Child, Command, Stdio};
 
 const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../api/participants.example.json");
 const SECRET_A: &str = "change-me-bank-a-0123456789";
+const SECRET_OPS: &str = "change-me-operator-0123456789";
 
 fn rtgs() -> Command {
     Command::new(env!("CARGO_BIN_EXE_rtgs"))
@@ -18,9 +19,14 @@ fn rtgs() -> Command {
 
 /// Starts `rtgs serve` and returns it with the address it announced on stderr.
 fn serve(dir: &Path) -> (Child, SocketAddr, Vec<String>) {
+    serve_with(dir, &[])
+}
+
+fn serve_with(dir: &Path, extra: &[&str]) -> (Child, SocketAddr, Vec<String>) {
     let mut child = rtgs()
         .args(["serve", "--listen", "127.0.0.1:0", "--config", EXAMPLE, "--data-dir"])
         .arg(dir)
+        .args(extra)
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("{e}"));
@@ -89,5 +95,35 @@ fn serve_takes_a_signed_transfer_stops_cleanly_and_resumes() {
     // Funded 1,000,000.00 once (not again on the restart), less the one transfer.
     assert_eq!(balance["balance"], "999749.50", "{balance}");
     stop(child);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `rtgs serve --matching`: the workload's accounts opened and its settings journaled on a fresh
+/// data directory, the sellers offering, the matching endpoints answering (the partners' windows
+/// journaled at setup; an order nobody submitted is unknown to the widget); the directory audits
+/// clean.
+#[test]
+fn serve_with_matching_sets_up_its_world_and_answers_the_matching_endpoints() {
+    let dir = tempdir("matching");
+    let (child, addr, lines) = serve_with(&dir, &["--matching", "--matching-sellers", "5"]);
+    assert!(lines.iter().any(|l| l.contains("matching on, 5 sellers")), "{lines:?}");
+    let ops = |method: &str, path: &str| {
+        let (status, text) = common::http_signed(addr, "ops", SECRET_OPS, method, path, "");
+        (status, serde_json::from_str::<serde_json::Value>(&text).unwrap_or(serde_json::Value::Null))
+    };
+    let (status, answer) = ops("GET", "/v1/operator/matching/partners/1/settings");
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        (answer["settings"]["own"].as_bool(), answer["settings"]["p2p_phase_s"].as_u64()),
+        (Some(true), Some(180)),
+        "the workload's partner settings were journaled at setup: {answer}"
+    );
+    let (status, answer) = ops("GET", "/v1/operator/matching/escalations");
+    assert_eq!((status, answer["open"].as_u64()), (200, Some(0)), "{answer}");
+    let (status, answer) = signed(addr, "GET", "/v1/matching/orders/1", "");
+    assert_eq!((status, answer["code"].as_str()), (404, Some("unknown_order")), "{answer}");
+    stop(child);
+    let verified = rtgs().args(["verify", "--data-dir"]).arg(&dir).output().unwrap_or_else(|e| panic!("{e}"));
+    assert!(verified.status.success(), "{}", String::from_utf8_lossy(&verified.stderr));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -44,6 +44,9 @@ pub struct MarketConfig {
     /// A buyer never pays a leg (the order's deadline then ends it).
     pub never_pay_ppm: u32,
     pub users: UserPolicy,
+    /// The sellers' first offers wait this long after the first poll (a node whose sellers'
+    /// accounts are opened by the same run: an offer naming an unknown account is refused).
+    pub start_after_us: u64,
 }
 
 impl MarketConfig {
@@ -63,6 +66,7 @@ impl MarketConfig {
                 close_ppm: 0,
                 decide_after_us: (SECOND_US, 2 * SECOND_US),
             },
+            start_after_us: 0,
         }
     }
 
@@ -205,7 +209,7 @@ impl MarketSim {
     /// Offers (all at the first poll, then the changes due), payments and decisions due.
     pub fn poll(&mut self, now_us: u64, out: &mut Vec<(Bmi, MatchingCommand)>) {
         let origin = *self.origin_us.get_or_insert(now_us);
-        if !self.started {
+        if !self.started && now_us - origin >= self.cfg.start_after_us {
             self.started = true;
             for i in 0..self.cfg.sellers {
                 let (bmi, cmd) = self.offer_command(i);

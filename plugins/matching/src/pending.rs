@@ -103,6 +103,7 @@ pub(crate) fn figures(p: &MatchingPlugin, out: &mut Vec<(&'static str, u64)>) {
         ("matching_orders_cancelled", orders[OrderStatus::Cancelled.code() as usize]),
         ("matching_orders_expired", orders[OrderStatus::Expired.code() as usize]),
         ("matching_orders_idle", orders[OrderStatus::Idle.code() as usize]),
+        ("matching_sellers", st.sellers.len() as u64),
         ("matching_sessions", st.sessions.len() as u64),
         ("matching_sessions_matching", sessions[SessionStatus::Matching.code() as usize]),
         ("matching_awaiting_user_decision", sessions[SessionStatus::AwaitingUserDecision.code() as usize]),

@@ -27,6 +27,7 @@ use rtgs_core::plugin::{Effect, EffectAdapter, HostedPlugin};
 use rtgs_core::plugin_host::PluginHost;
 use rtgs_matching::adapter::{NodeAdapter as MatchingAdapter, Workload as MatchingWorkload};
 use rtgs_matching::lp_sim::{LpConfig, LpSim};
+use rtgs_matching::market_sim::MarketSim;
 use rtgs_matching::MatchingPlugin;
 use rtgs_withdrawal::world::workload::{Workload as WithdrawalWorkload, WorldConfig};
 use rtgs_withdrawal::world::World as WithdrawalWorld;
@@ -68,7 +69,16 @@ pub struct MatchingConfig {
     pub lp_phase_s: u32,
     pub decision_grace_s: u32,
     /// Journal the plugin's short timings at setup (windows of seconds: demos).
+    #[serde(default)]
     pub quick_timings: bool,
+    /// The marketplace's sellers offer this long after the adapter's first poll (a demo opens
+    /// their accounts first; an offer naming an unknown account is refused).
+    #[serde(default)]
+    pub market_start_ms: u64,
+    /// How long an order lives unless its user ends it (none: the workload's hour). A trade the
+    /// LP never completes keeps its order in payment until then.
+    #[serde(default)]
+    pub order_ttl_s: Option<u64>,
 }
 
 impl Default for MatchingConfig {
@@ -82,6 +92,8 @@ impl Default for MatchingConfig {
             lp_phase_s: 120,
             decision_grace_s: 300,
             quick_timings: false,
+            market_start_ms: 0,
+            order_ttl_s: None,
         }
     }
 }
@@ -122,7 +134,10 @@ impl MatchingConfig {
     pub fn workload(&self) -> MatchingWorkload {
         let base = MatchingWorkload::new(self.orders, self.sellers, self.seed)
             .unwrap_or_else(|_| unreachable!("the workload's currency is a constant that parses"));
-        let w = base.with_windows(self.p2p_phase_s, self.lp_phase_s, self.decision_grace_s);
+        let mut w = base.with_windows(self.p2p_phase_s, self.lp_phase_s, self.decision_grace_s);
+        if let Some(ttl_s) = self.order_ttl_s {
+            w.order_ttl_us = ttl_s.saturating_mul(1_000_000);
+        }
         if self.quick_timings {
             w.with_quick_timings()
         } else {
@@ -139,7 +154,9 @@ impl MatchingConfig {
     }
 
     pub fn adapter(&self) -> MatchingAdapter<LpSim> {
-        self.workload().adapter(self.lp(), self.seed)
+        let mut market = self.workload().market();
+        market.start_after_us = self.market_start_ms.saturating_mul(1_000);
+        MatchingAdapter::new(LpSim::new(self.lp(), self.seed), MarketSim::new(market, self.seed))
     }
 }
 

@@ -80,20 +80,35 @@ pub async fn start_collection(dir: &std::path::Path, chain: ChainSim, time_scale
         make: Box::new(|| vec![Box::new(rtgs_collection::CollectionPlugin::new())]),
         adapter: Box::new(adapter),
     };
-    start_with(dir, false, Some(setup)).await
+    start_with(dir, false, Some((setup, rtgs_plugins::PluginsConfig::collection(Default::default())))).await
+}
+
+/// [`start`] (accounts set up) with the matching plugin in every center and `adapter` as its
+/// outside world.
+pub async fn start_matching(
+    dir: &std::path::Path,
+    adapter: Box<dyn rtgs_core::plugin::EffectAdapter>,
+) -> Node {
+    let setup =
+        PluginSetup { make: Box::new(|| vec![Box::new(rtgs_matching::MatchingPlugin::new())]), adapter };
+    let set = rtgs_plugins::PluginsConfig::matching(Default::default());
+    start_with(dir, true, Some((setup, set))).await
 }
 
 /// Where the simulated chain's clock starts.
 pub const CHAIN_START_US: u64 = 1_000_000;
 
-async fn start_with(dir: &std::path::Path, setup: bool, plugins: Option<PluginSetup>) -> Node {
+async fn start_with(
+    dir: &std::path::Path,
+    setup: bool,
+    plugins: Option<(PluginSetup, rtgs_plugins::PluginsConfig)>,
+) -> Node {
     let (credentials, accounts) = ApiConfig::from_json(&config()).and_then(|c| c.build()).expect("config");
     let config = ClusterConfig::new(dir);
     // The read model hosts the same plugins as the centers (a replica: CenterId(0)).
     let (cluster, host) = match plugins {
-        Some(p) => {
+        Some((p, set)) => {
             let cluster = Cluster::start_with_plugins(&config, p).expect("cluster starts");
-            let set = rtgs_plugins::PluginsConfig::collection(Default::default());
             (cluster, set.host(CenterId(0)))
         }
         None => (Cluster::start(&config).expect("cluster starts"), PluginHost::empty(CenterId(0))),
@@ -128,6 +143,21 @@ async fn start_with(dir: &std::path::Path, setup: bool, plugins: Option<PluginSe
 }
 
 impl Node {
+    /// Journals plugin commands straight through DC1 (what an outside world would send).
+    pub fn submit_plugin(&self, commands: Vec<(rtgs_core::entry::Bmi, rtgs_core::entry::PluginCommand)>) {
+        use rtgs_core::entry::{Command, Payload};
+        let batch = commands
+            .into_iter()
+            .map(|(bmi, c)| Command { origin: CenterId(1), bmi, payload: Payload::Plugin(c) })
+            .collect();
+        self.cluster.submitter().submit(batch).expect("submitted");
+    }
+
+    /// The cluster's clock (µs), as entries are stamped.
+    pub fn now_us(&self) -> u64 {
+        self.cluster.clock().now_us()
+    }
+
     /// [`Node::stop`], then removes the data directory.
     pub async fn finish(self) -> Vec<String> {
         let dir = self.dir.clone();
