@@ -6,8 +6,9 @@ use axum::Router;
 use std::sync::Arc;
 
 pub(crate) mod collection;
+pub(crate) mod withdrawal;
 
 /// Every plugin's routes.
 pub(crate) fn routes(router: Router<Arc<AppState>>) -> Router<Arc<AppState>> {
-    collection::routes(router)
+    withdrawal::routes(collection::routes(router))
 }

@@ -80,20 +80,33 @@ pub async fn start_collection(dir: &std::path::Path, chain: ChainSim, time_scale
         make: Box::new(|| vec![Box::new(rtgs_collection::CollectionPlugin::new())]),
         adapter: Box::new(adapter),
     };
-    start_with(dir, false, Some(setup)).await
+    let set = rtgs_plugins::PluginsConfig::collection(Default::default());
+    start_with(dir, false, Some((setup, set))).await
+}
+
+/// [`start`] (accounts set up) with the withdrawal plugin in every center, its effects executed
+/// by the simulated world of `config` (custody, screener, policy engine, one chain per family).
+pub async fn start_withdrawal(dir: &std::path::Path, config: rtgs_plugins::WithdrawalConfig) -> Node {
+    let set = rtgs_plugins::PluginsConfig::withdrawal(config);
+    let make = set.clone();
+    let setup = PluginSetup { make: Box::new(move || make.hosted()), adapter: Box::new(set.adapters()) };
+    start_with(dir, true, Some((setup, set))).await
 }
 
 /// Where the simulated chain's clock starts.
 pub const CHAIN_START_US: u64 = 1_000_000;
 
-async fn start_with(dir: &std::path::Path, setup: bool, plugins: Option<PluginSetup>) -> Node {
+async fn start_with(
+    dir: &std::path::Path,
+    setup: bool,
+    plugins: Option<(PluginSetup, rtgs_plugins::PluginsConfig)>,
+) -> Node {
     let (credentials, accounts) = ApiConfig::from_json(&config()).and_then(|c| c.build()).expect("config");
     let config = ClusterConfig::new(dir);
     // The read model hosts the same plugins as the centers (a replica: CenterId(0)).
     let (cluster, host) = match plugins {
-        Some(p) => {
+        Some((p, set)) => {
             let cluster = Cluster::start_with_plugins(&config, p).expect("cluster starts");
-            let set = rtgs_plugins::PluginsConfig::collection(Default::default());
             (cluster, set.host(CenterId(0)))
         }
         None => (Cluster::start(&config).expect("cluster starts"), PluginHost::empty(CenterId(0))),
@@ -244,6 +257,14 @@ impl Node {
             ("x-rtgs-signature".to_string(), sign(secret.as_bytes(), method, path, &ts, body)),
         ];
         self.send_raw(method, path, &headers, body).await
+    }
+
+    /// Journals plugin commands as operator setup and waits until each is final.
+    pub async fn setup_plugin(
+        &self,
+        commands: Vec<(rtgs_core::entry::Bmi, rtgs_core::entry::PluginCommand)>,
+    ) {
+        self.api.setup_plugin_commands(commands).await.expect("plugin setup");
     }
 
     pub async fn as_ops(&self, method: &str, path: &str, body: &[u8]) -> (u16, Value) {
