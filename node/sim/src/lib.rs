@@ -9,8 +9,8 @@
 //! of the code that runs.
 //!
 //! # Layout
-//! * [`run`], [`run_with_plugins`] — one seeded run: [`SimConfig`] in, [`SimReport`] (with the
-//!   [`Faults`] injected and the [`Recoveries`] they caused) or [`SimFailure`] out.
+//! One seeded run is [`run`] or [`run_with_plugins`]: [`SimConfig`] in, [`SimReport`] (with the
+//! [`Faults`] injected and the [`Recoveries`] they caused) or [`SimFailure`] out.
 //! * `world` — the simulated cluster: the step loop, its phases and faults (`world::faults`), the
 //!   sequencer process (`world::sequencer`), the driving of each center (`world::centers`) and of
 //!   the plugins' outside world (`world::plugins`).

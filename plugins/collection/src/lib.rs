@@ -8,8 +8,8 @@
 //!
 //! # Layout
 //! * [`types`] — ids (`DepositId`, `WalletId`, `BatchId`, `TxHash`, ...) and the group key.
-//! * [`wire`] — the compact binary codec every command, effect and checkpoint uses (shared with
-//!   the withdrawal plugin: `rtgs_chain_sim::wire`).
+//! * The codec, `rtgs_chain_sim::wire` (re-exported here as `crate::wire`) — the compact
+//!   binary codec every command, effect and checkpoint uses (shared with the withdrawal plugin).
 //! * [`settings`] — `collection.*` / `stale_tx.*` settings, global and per partner, validated.
 //! * [`command`] — [`CollectionCommand`]: operator/core inputs and adapter results, with codec.
 //! * [`effect`] — [`CollectionEffect`]: balance reads, sweep broadcasts, receipt lookups,
