@@ -145,8 +145,8 @@ fn kill_9_mid_run_then_restart_converges_and_audits_clean() {
 /// `demo --withdrawal` beside `--collection`: a sweep cycle, then a withdrawal cycle through the
 /// simulated custody, screener, policy engine and chains (faults on), before the transfers; the
 /// report's `withdrawal` counts every outcome, nothing is left open, every center holds the same
-/// plugin state; the data directory audits clean (the replay runs both plugins) and a restart
-/// restores the withdrawal state (the same requests are known, none is open).
+/// plugin state; the data directory audits clean (the replay runs both plugins); alone, a restart
+/// restores the withdrawal state (the same requests are known, none is open, none redone).
 #[test]
 fn demo_with_withdrawal_beside_collection_reports_and_audits_clean() {
     let dir = tempdir("withdrawal");
@@ -199,9 +199,32 @@ fn demo_with_withdrawal_beside_collection_reports_and_audits_clean() {
     assert_eq!((r["consistent"].clone(), r["conserved"].clone()), (true.into(), true.into()));
     let verify = rtgs().args(["verify", "--data-dir", d]).output().unwrap_or_else(|e| panic!("{e}"));
     assert!(verify.status.success(), "{}", String::from_utf8_lossy(&verify.stdout));
+    let _ = std::fs::remove_dir_all(&dir);
+    // Alone, and restarted on its data directory (a restarted sweep cycle is collection's own
+    // matter): the withdrawal state is restored, the same requests are known, nothing is redone.
+    // (The simulated world starts afresh: a COMPLETED withdrawal not yet twice the threshold
+    // deep finds its transaction gone and sends the same signed payload again — harmless.)
+    let dir = tempdir("withdrawal-alone");
+    let d = dir.to_str().unwrap_or_else(|| panic!("path"));
+    let args = [
+        "--withdrawal",
+        "--withdrawal-requests",
+        "60",
+        "--transfers",
+        "200",
+        "--accounts",
+        "20",
+        "--data-dir",
+        d,
+    ];
+    let (first, r1) = demo(&args);
+    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
     let (again, r2) = demo(&args);
     assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
-    assert_eq!(r2["withdrawal"]["completed"], w["completed"], "restored, not redone");
+    assert_eq!(r2["withdrawal"]["requests"], 60);
+    assert_eq!(r2["withdrawal"]["completed"], r1["withdrawal"]["completed"], "restored, not redone");
+    assert_eq!(r2["withdrawal"]["open"], 0);
+    assert_eq!(r2["withdrawal"]["plugin_state_consistent"], true);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
