@@ -8,9 +8,8 @@ mod common;
 
 use common::{fresh_dir, start, start_withdrawal};
 use rtgs_plugins::WithdrawalConfig;
-use rtgs_withdrawal::chain::AssetParams;
 use rtgs_withdrawal::command::{AmlVerdict, Screened, WithdrawalCommand};
-use rtgs_withdrawal::types::{AssetId, ChainId, CurrencyCode, LedgerAccount, TokenId, WithdrawalId};
+use rtgs_withdrawal::types::{AssetId, LedgerAccount, WithdrawalId};
 use rtgs_withdrawal::world::workload::Workload;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -25,18 +24,15 @@ fn post_body(v: Value) -> Vec<u8> {
 async fn node(name: &str) -> common::Node {
     let config = WithdrawalConfig { customers: 1, vaults_per_chain: 2, faults: false, ..Default::default() };
     let node = start_withdrawal(&fresh_dir(name), config.clone()).await;
-    let mut setup = config.workload().setup_commands(&Workload::demo_settings()).expect("setup fits");
-    let eur = WithdrawalCommand::RegisterAsset(AssetParams {
-        asset: AssetId(ASSET),
-        chain: ChainId(1),
-        token: TokenId(1),
-        currency: CurrencyCode(*b"EUR"),
-        scale_exp: 4,
-        settlement_account: LedgerAccount(2),
-    });
-    let bmi = rtgs_core::entry::Bmi::new(b"WSET-EUR").expect("bmi");
-    setup.push((bmi, eur.to_plugin_command().expect("fits")));
+    let setup = config.workload().setup_commands(&Workload::demo_settings()).expect("setup fits");
     node.setup_plugin(setup).await;
+    // The EUR asset through the operator's route (journaled before any request that uses it).
+    let eur = json!({
+        "bmi": "WSET-EUR", "asset": ASSET, "chain": 1, "token": 1, "currency": "EUR",
+        "scale_exp": 4, "settlement_account": 2,
+    });
+    let (status, body) = node.as_ops("POST", "/v1/operator/withdrawal/assets", &post_body(eur)).await;
+    assert_eq!(status, 202, "{body}");
     node
 }
 
@@ -318,6 +314,75 @@ async fn every_bad_input_row_is_a_4xx_with_its_code() {
     let (op, body) = create_cmd.encode();
     let not_a_result = post_body(json!({ "op": op, "body_hex": hex_of(&body) }));
     let mut rows = rows;
+    let chain = |f: &dyn Fn(&mut Value)| {
+        let mut v = json!({ "bmi": "WS-BAD", "chain": 9, "family": "evm", "fee_initial": 1, "node": "n" });
+        f(&mut v);
+        post_body(v)
+    };
+    let chains = "/v1/operator/withdrawal/chains".to_string();
+    rows.push(("ops", "POST", chains.clone(), chain(&|v| v["family"] = json!("moon")), 400, "invalid_field"));
+    rows.push((
+        "ops",
+        "POST",
+        chains.clone(),
+        chain(&|v| v["confirmations"] = json!(0)),
+        400,
+        "invalid_field",
+    ));
+    rows.push((
+        "ops",
+        "POST",
+        chains.clone(),
+        chain(&|v| v["validity_window_us"] = json!(5)),
+        400,
+        "invalid_field",
+    ));
+    rows.push(("ops", "POST", chains, chain(&|v| v["node"] = json!("n".repeat(65))), 400, "invalid_field"));
+    let asset = json!({ "bmi": "WS-A", "asset": 7, "chain": 1, "token": 1, "currency": "XXQ", "scale_exp": 4, "settlement_account": 2 });
+    rows.push((
+        "ops",
+        "POST",
+        "/v1/operator/withdrawal/assets".into(),
+        post_body(asset),
+        400,
+        "unknown_currency",
+    ));
+    let vault = json!({ "bmi": "WS-V2", "vault": 1, "chain": 1, "address": 1 });
+    rows.push((
+        "ops",
+        "POST",
+        "/v1/operator/withdrawal/vaults".into(),
+        post_body(vault),
+        400,
+        "missing_field",
+    ));
+    let enabled = post_body(json!({ "bmi": "WS-E", "enabled": true }));
+    rows.push(("ops", "POST", "/v1/operator/withdrawal/vaults/x/enabled".into(), enabled, 400, "invalid_id"));
+    let setting = |name: &str, value: u64| post_body(json!({ "bmi": "WS-S2", "name": name, "value": value }));
+    rows.push((
+        "ops",
+        "POST",
+        "/v1/operator/withdrawal/settings".into(),
+        setting("speed", 1),
+        400,
+        "unknown_setting",
+    ));
+    rows.push((
+        "ops",
+        "POST",
+        "/v1/operator/withdrawal/settings".into(),
+        setting("stale_tx.threshold_seconds", 0),
+        400,
+        "setting_out_of_range",
+    ));
+    rows.push((
+        "a",
+        "POST",
+        "/v1/operator/withdrawal/settings".into(),
+        setting("stale_tx.threshold_seconds", 5),
+        401,
+        "unknown_key",
+    ));
     rows.push(("ops", "POST", "/v1/operator/withdrawal/results".into(), not_a_result, 400, "invalid_field"));
     for (who, method, path, body, status, code) in rows {
         let (got, answer) = match who {
@@ -326,6 +391,48 @@ async fn every_bad_input_row_is_a_4xx_with_its_code() {
         };
         assert_eq!((got, answer["code"].as_str()), (status, Some(code)), "{who} {method} {path}: {answer}");
     }
+    node.finish().await;
+}
+
+/// Operators set up over HTTP: a chain with its family's defaults, a vault, a timer; a vault out
+/// of the rotation holds a withdrawal QUEUED until it is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operators_register_chains_vaults_and_timers() {
+    let node = node("withdrawal-setup").await;
+    let posts = [
+        (
+            "/v1/operator/withdrawal/chains",
+            json!({ "bmi": "WS-C", "chain": 9, "family": "tezos", "fee_initial": 1000, "node": "tz-node" }),
+        ),
+        (
+            "/v1/operator/withdrawal/vaults",
+            json!({ "bmi": "WS-V", "vault": 9001, "chain": 9, "address": 77, "next_slot": 0 }),
+        ),
+        (
+            "/v1/operator/withdrawal/settings",
+            json!({ "bmi": "WS-S", "name": "stale_tx.threshold_seconds", "value": 5 }),
+        ),
+    ];
+    for (path, body) in posts {
+        let (status, answer) = node.as_ops("POST", path, &post_body(body)).await;
+        assert_eq!(status, 202, "{path}: {answer}");
+    }
+    // Chain 1 (EVM) has vaults 1000 and 1001: both out, a request waits QUEUED.
+    for v in [1000, 1001] {
+        let off = post_body(json!({ "bmi": format!("WS-OFF-{v}"), "enabled": false }));
+        let (status, body) =
+            node.as_ops("POST", &format!("/v1/operator/withdrawal/vaults/{v}/enabled"), &off).await;
+        assert_eq!(status, 202, "{body}");
+    }
+    let (status, body) = node.as_a("POST", "/v1/withdrawals", &post_body(create("W-Q", 1))).await;
+    assert_eq!(status, 202, "{body}");
+    let path = format!("/v1/withdrawals/{}", body["seq"].as_u64().expect("seq"));
+    poll(&node, false, &path, |b| b["status"] == "QUEUED").await;
+    let on = post_body(json!({ "bmi": "WS-ON", "enabled": true }));
+    let (status, body) = node.as_ops("POST", "/v1/operator/withdrawal/vaults/1001/enabled", &on).await;
+    assert_eq!(status, 202, "{body}");
+    let w = poll(&node, false, &path, |b| b["status"] == "COMPLETED").await;
+    assert_eq!(w["vault"], 1001, "{w}");
     node.finish().await;
 }
 

@@ -3,7 +3,8 @@
 //! write); operators run every operation, read any withdrawal and list them by state; the
 //! outside world's answers and webhooks (signer, screener, policy engine, chains) enter through
 //! one operator-authenticated route as journal entries whose `bmi` is derived from their content
-//! (the same report twice is one entry).
+//! (the same report twice is one entry); operators register chains, assets and vaults, take a
+//! vault out of the rotation and set the timers.
 //!
 //! Writes go through the journal (tracker, idempotency by `bmi`); whether the plugin accepts them
 //! is its own answer, visible in its state (a refused request: `GET` shows the refusal; a refused
@@ -21,10 +22,17 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use rtgs_core::entry::{AccountId, Payload, Seq};
-use rtgs_withdrawal::command::{CreateWithdrawal, DestinationType, Operate, RequestKind, WithdrawalCommand};
+use rtgs_withdrawal::chain::{AssetParams, ChainFamily, ChainParams, VaultParams};
+use rtgs_withdrawal::command::{
+    CreateWithdrawal, DestinationType, Operate, RequestKind, SetSetting, SetVaultEnabled, WithdrawalCommand,
+};
+use rtgs_withdrawal::limits::NODE_NAME_BYTES_MAX;
 use rtgs_withdrawal::limits::{DESTINATION_BYTES_MAX, MEMO_BYTES_MAX, NOTES_BYTES_MAX};
 use rtgs_withdrawal::operation::{Actor, ActorKind, OpParams, OperationKind};
-use rtgs_withdrawal::types::{ActorId, AssetId, Digest, LedgerAccount, Text, WithdrawalId};
+use rtgs_withdrawal::settings::SettingKey;
+use rtgs_withdrawal::types::{
+    ActorId, AssetId, ChainId, CurrencyCode, Digest, LedgerAccount, Text, TokenId, VaultId, WithdrawalId,
+};
 use rtgs_withdrawal::{Status, Withdrawal, WithdrawalPlugin};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -111,6 +119,63 @@ impl ListQuery {
     }
 }
 
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ChainRequest {
+    bmi: String,
+    chain: u32,
+    /// `evm`, `utxo`, `solana`, `algorand`, `tezos`, `polkadot`.
+    family: String,
+    fee_initial: u64,
+    /// The node the chain's transactions are sent to.
+    node: String,
+    /// The family's default when absent.
+    confirmations: Option<u32>,
+    validity_window_us: Option<u64>,
+    vault_in_flight_max: Option<u32>,
+    workspace_in_flight_max: Option<u32>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AssetRequest {
+    bmi: String,
+    asset: u32,
+    chain: u32,
+    token: u32,
+    /// The ledger currency (ISO 4217).
+    currency: String,
+    /// Token units per ledger minor unit = 10^scale_exp.
+    scale_exp: u8,
+    settlement_account: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct VaultRequest {
+    bmi: String,
+    vault: u64,
+    chain: u32,
+    address: u64,
+    next_slot: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct VaultEnabledRequest {
+    bmi: String,
+    enabled: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SettingRequest {
+    bmi: String,
+    /// `withdrawal.authorization_timeout_seconds`, `stale_tx.threshold_seconds`, ...
+    name: String,
+    value: u64,
+}
+
 fn disabled() -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "withdrawal_disabled", "withdrawals are not enabled on this node")
 }
@@ -129,6 +194,113 @@ pub(crate) fn routes(router: Router<Arc<AppState>>) -> Router<Arc<AppState>> {
         .route("/v1/operator/withdrawals/{id}", get(get_any))
         .route("/v1/operator/withdrawals/{id}/operations", post(operate))
         .route("/v1/operator/withdrawal/results", post(result))
+        .route("/v1/operator/withdrawal/chains", post(register_chain))
+        .route("/v1/operator/withdrawal/assets", post(register_asset))
+        .route("/v1/operator/withdrawal/vaults", post(register_vault))
+        .route("/v1/operator/withdrawal/vaults/{id}/enabled", post(vault_enabled))
+        .route("/v1/operator/withdrawal/settings", post(set_setting))
+}
+
+/// An operator's setup command, after the operator and the plugin were checked.
+async fn operator_setup(
+    state: &AppState,
+    request: Request,
+    build: impl FnOnce(&[u8]) -> Result<(String, WithdrawalCommand), ApiError>,
+) -> Result<Response, ApiError> {
+    let (operator, body) = authenticated(&state.operators, request).await?;
+    if !enabled(state) {
+        return Err(disabled());
+    }
+    let (bmi, cmd) = build(&body)?;
+    journal(state, &bmi, &operator.key_id, cmd).await
+}
+
+/// A chain, with its family's defaults for what is not given; checked here as the plugin checks
+/// it, so that a typo is a 400, not a refusal to look for.
+async fn register_chain(State(state): State<Arc<AppState>>, request: Request) -> Result<Response, ApiError> {
+    operator_setup(&state, request, |body| {
+        let req: ChainRequest = parse_json(body)?;
+        let family = ChainFamily::from_name(&req.family)
+            .ok_or_else(|| ApiError::bad_request("invalid_field", format!("family {:?}", req.family)))?;
+        let node = text("node", Some(&req.node), NODE_NAME_BYTES_MAX)?.unwrap_or_default();
+        let mut p = ChainParams::defaults(ChainId(req.chain), family, req.fee_initial, node);
+        p.confirmations = req.confirmations.unwrap_or(p.confirmations);
+        p.validity_window_us = req.validity_window_us.unwrap_or(p.validity_window_us);
+        p.vault_in_flight_max = req.vault_in_flight_max.unwrap_or(p.vault_in_flight_max);
+        p.workspace_in_flight_max = req.workspace_in_flight_max.unwrap_or(p.workspace_in_flight_max);
+        p.check().map_err(|e| ApiError::bad_request("invalid_field", e.to_string()))?;
+        Ok((req.bmi, WithdrawalCommand::RegisterChain(p)))
+    })
+    .await
+}
+
+async fn register_asset(State(state): State<Arc<AppState>>, request: Request) -> Result<Response, ApiError> {
+    operator_setup(&state, request, |body| {
+        let req: AssetRequest = parse_json(body)?;
+        let (currency, _) = crate::checks::parse_currency(&req.currency)?;
+        let code: [u8; 3] = currency
+            .as_str()
+            .as_bytes()
+            .try_into()
+            .map_err(|_| ApiError::bad_request("unknown_currency", req.currency.clone()))?;
+        let p = AssetParams {
+            asset: AssetId(req.asset),
+            chain: ChainId(req.chain),
+            token: TokenId(req.token),
+            currency: CurrencyCode(code),
+            scale_exp: req.scale_exp,
+            settlement_account: LedgerAccount(req.settlement_account),
+        };
+        Ok((req.bmi, WithdrawalCommand::RegisterAsset(p)))
+    })
+    .await
+}
+
+async fn register_vault(State(state): State<Arc<AppState>>, request: Request) -> Result<Response, ApiError> {
+    operator_setup(&state, request, |body| {
+        let req: VaultRequest = parse_json(body)?;
+        let p = VaultParams {
+            vault: VaultId(req.vault),
+            chain: ChainId(req.chain),
+            address: req.address,
+            next_slot: req.next_slot,
+        };
+        Ok((req.bmi, WithdrawalCommand::RegisterVault(p)))
+    })
+    .await
+}
+
+async fn vault_enabled(
+    State(state): State<Arc<AppState>>,
+    Path(id_text): Path<String>,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let id: u64 = id_text
+        .parse()
+        .map_err(|_| ApiError::bad_request("invalid_id", format!("vault id {id_text:?} is not a number")))?;
+    operator_setup(&state, request, |body| {
+        let req: VaultEnabledRequest = parse_json(body)?;
+        let cmd =
+            WithdrawalCommand::SetVaultEnabled(SetVaultEnabled { vault: VaultId(id), enabled: req.enabled });
+        Ok((req.bmi, cmd))
+    })
+    .await
+}
+
+/// A timer, checked against its range here too.
+async fn set_setting(State(state): State<Arc<AppState>>, request: Request) -> Result<Response, ApiError> {
+    operator_setup(&state, request, |body| {
+        let req: SettingRequest = parse_json(body)?;
+        let key = SettingKey::from_name(&req.name).ok_or_else(|| {
+            ApiError::bad_request("unknown_setting", format!("no setting named {:?}", req.name))
+        })?;
+        if !key.validate(req.value) {
+            let message = format!("{} must be within {:?}", req.name, key.range());
+            return Err(ApiError::bad_request("setting_out_of_range", message));
+        }
+        Ok((req.bmi, WithdrawalCommand::SetSetting(SetSetting { key, value: req.value })))
+    })
+    .await
 }
 
 fn enabled(state: &AppState) -> bool {
