@@ -149,6 +149,9 @@ fn hex_of(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Who (`a` or `ops`), method, path, body, the status and the error code answered.
+type Row = (&'static str, &'static str, String, Vec<u8>, u16, &'static str);
+
 /// One row per bad input: who sends what, the status and error code answered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_bad_input_row_is_a_4xx_with_its_code() {
@@ -159,7 +162,7 @@ async fn every_bad_input_row_is_a_4xx_with_its_code() {
         post_body(v)
     };
     let long = "x".repeat(129);
-    let rows: Vec<(&str, &str, String, Vec<u8>, u16, &str)> = vec![
+    let rows: Vec<Row> = vec![
         ("a", "POST", "/v1/withdrawals".into(), post_body(create("W-3", 3)), 403, "account_not_owned"),
         ("a", "POST", "/v1/withdrawals".into(), with(&|v| v["extra"] = json!(1)), 400, "unknown_field"),
         ("a", "POST", "/v1/withdrawals".into(), with(&|v| v["bmi"] = json!("")), 400, "invalid_bmi"),
