@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 pub(crate) mod collection;
 pub(crate) mod matching;
+pub(crate) mod withdrawal;
 
 /// Every plugin's routes.
 pub(crate) fn routes(router: Router<Arc<AppState>>) -> Router<Arc<AppState>> {
-    matching::routes(collection::routes(router))
+    withdrawal::routes(matching::routes(collection::routes(router)))
 }

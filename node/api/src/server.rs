@@ -64,6 +64,13 @@ pub(crate) struct AppState {
     origin: CenterId,
 }
 
+impl AppState {
+    /// The participants' keyring (plugin routes authenticate participants too).
+    pub(crate) fn participants(&self) -> &Keyring {
+        &self.keyring
+    }
+}
+
 pub use crate::read_model::FinalThrough;
 
 /// An engine as the API sees it (the seam both engines implement).

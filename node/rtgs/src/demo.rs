@@ -22,6 +22,15 @@
 //! are submitted (each living 30 s unless its user ends it) and the cycle ends when none is in
 //! flight (no order open or matching, no session in a window, awaiting a decision or paying) in
 //! DC1's plugin state.
+//!
+//! With `--withdrawal` (beside `--collection` or alone), every center also runs the withdrawal
+//! plugin and the owner's effects go to its simulated world (custody signer, AML screener,
+//! policy engine, one chain per family; faults on unless `--withdrawal-calm`). After the sweep
+//! cycle and before the transfers, the workload's customer accounts are opened and funded, its
+//! chains, assets and vaults registered, then `--withdrawal-requests` requests are submitted;
+//! the cycle ends when DC1's plugin has every request and none open for 2 s (or after
+//! `WITHDRAWAL_WAIT_S`: what is still open is reported as such). The report's `withdrawal`
+//! counts the outcomes; the exit status requires every center's plugin state to be the same.
 
 use anyhow::{bail, Context};
 use clap::Args;
@@ -73,7 +82,8 @@ pub struct DemoArgs {
     #[arg(long, default_value_t = 3)]
     pub centers: usize,
     /// Plugins (with `--collection`: a sweep cycle before the transfers; 100,000 wallets and
-    /// 1,000 relayers unless set, the chain seeded with `--seed`).
+    /// 1,000 relayers unless set, the chain seeded with `--seed`; with `--withdrawal`: a
+    /// withdrawal cycle, see the module docs).
     #[command(flatten)]
     pub plugins: crate::plugin_flags::PluginFlags,
 }
@@ -246,6 +256,31 @@ struct Report {
     collection: Option<CollectionJson>,
     #[serde(skip_serializing_if = "Option::is_none")]
     matching: Option<MatchingJson>,
+    withdrawal: Option<WithdrawalJson>,
+}
+
+#[derive(Serialize, Default)]
+struct WithdrawalJson {
+    requests: u64,
+    /// Refused before they became withdrawals (an amount over the balance, a limit ...).
+    refused: u64,
+    completed: u64,
+    cancelled: u64,
+    failed: u64,
+    rejected: u64,
+    blocked: u64,
+    /// Settlements reversed after a reorg took the transaction for good.
+    reversed: u64,
+    /// STALE at the end (none once the cycle finished).
+    stale: u64,
+    /// Not final at the end (none once the cycle finished).
+    open: u64,
+    /// Transactions the owners sent to the chains (a signed payload sent again included).
+    chain_broadcasts: u64,
+    /// From the first request to every withdrawal final.
+    cycle_s: f64,
+    /// Every center holds the same plugin state (full hash).
+    plugin_state_consistent: bool,
 }
 
 pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
@@ -294,6 +329,10 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         Some(m) => Some(matching_cycle(&args, &cluster, m).context("matching cycle")?),
         None => None,
     };
+    let withdrawals = match &plugins.withdrawal {
+        Some(w) => Some(withdrawal_cycle(&args, &cluster, w).context("withdrawal cycle")?),
+        None => None,
+    };
     let outcome = drive(&args, &cluster, resumed_from);
     let cluster_report = cluster.shutdown();
     if temporary {
@@ -307,6 +346,9 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     if let (Some(r), Some(m)) = (matched, &plugins.matching) {
         report.matching = Some(matching_json(m, r, &cluster_report));
     }
+    if let Some(w) = withdrawals {
+        report.withdrawal = Some(withdrawal_json(w, &cluster_report));
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -319,8 +361,10 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         .matching
         .as_ref()
         .is_none_or(|m| m.orders == orders_expected && m.double_matches == 0 && m.plugin_state_consistent);
+    let withdrawal_consistent = report.withdrawal.as_ref().is_none_or(|w| w.plugin_state_consistent);
     let ok = collected_all
         && matched_well
+        && withdrawal_consistent
         && report.consistent
         && report.conserved
         && report.errors.is_empty()
@@ -637,6 +681,7 @@ fn build_report(
         bmi_index: bmi_index_json(&cluster.bmi_index),
         collection: None,
         matching: None,
+        withdrawal: None,
     }
 }
 
@@ -833,6 +878,100 @@ fn matching_json(m: &rtgs_plugins::MatchingConfig, r: Matched, cluster: &Cluster
     }
 }
 
+/// How long the withdrawal cycle may take (wall clock: the plugin's timers run on journal time,
+/// seconds in the demo's settings).
+const WITHDRAWAL_WAIT_S: u64 = 120;
+
+/// None open for this long ends the cycle (an operator's retry comes within 60 world seconds:
+/// 60 ms at the default scale).
+const WITHDRAWAL_SETTLED: Duration = Duration::from_secs(2);
+
+struct WithdrawalCycle {
+    cycle: Duration,
+    adapter: Figures,
+}
+
+/// Opens and funds the workload's accounts, registers its chains, assets and vaults, submits
+/// the requests and waits until none is open (see the module docs).
+fn withdrawal_cycle(
+    args: &DemoArgs,
+    cluster: &Cluster,
+    w: &rtgs_plugins::WithdrawalConfig,
+) -> anyhow::Result<WithdrawalCycle> {
+    let setup = w.setup().context("withdrawal setup")?;
+    submit_payloads(cluster, setup)?;
+    let start = Instant::now();
+    let requests = (0..w.requests)
+        .map(|n| w.request(n))
+        .collect::<Result<Vec<_>, _>>()
+        .context("withdrawal requests")?;
+    submit_plugin(cluster, requests)?;
+    let n = w.requests;
+    let deadline = Instant::now() + Duration::from_secs(WITHDRAWAL_WAIT_S);
+    let mut ended_since: Option<Instant> = None;
+    loop {
+        let f = cluster.plugin_figures(CenterId(1));
+        if figure(&f, "withdrawal_requests") >= n && figure(&f, "withdrawal_open") == 0 {
+            // Operators retry some failures a moment after their alert: ended means ended for
+            // a while, not for an instant.
+            let since = *ended_since.get_or_insert_with(Instant::now);
+            if since.elapsed() >= WITHDRAWAL_SETTLED {
+                break;
+            }
+        } else {
+            ended_since = None;
+        }
+        if Instant::now() > deadline {
+            eprintln!("withdrawal: not every withdrawal final after {WITHDRAWAL_WAIT_S} s; reporting");
+            break;
+        }
+        match cluster.events().recv_timeout(Duration::from_millis(5)) {
+            Ok(ClientEvent::Divergence(msg)) => bail!("{msg}"),
+            Ok(_) | Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => bail!("the cluster stopped"),
+        }
+    }
+    let cycle = start.elapsed();
+    if !args.json {
+        eprintln!("withdrawal: {n} requests through their lifecycle in {:.3} s", cycle.as_secs_f64());
+    }
+    Ok(WithdrawalCycle { cycle, adapter: cluster.adapter_figures() })
+}
+
+/// Submits any payloads in order (ledger accounts before the plugin commands that use them).
+fn submit_payloads(cluster: &Cluster, payloads: Vec<(Bmi, Payload)>) -> anyhow::Result<()> {
+    let mut it = payloads.into_iter().peekable();
+    while it.peek().is_some() {
+        let chunk = it
+            .by_ref()
+            .take(SUBMISSION_COMMANDS_MAX)
+            .map(|(bmi, payload)| Command { origin: CenterId(1), bmi, payload })
+            .collect();
+        cluster.submitter().submit(chunk)?;
+    }
+    Ok(())
+}
+
+fn withdrawal_json(w: WithdrawalCycle, cluster: &ClusterReport) -> WithdrawalJson {
+    let f = cluster.centers.first().map(|c| c.plugin_figures.clone()).unwrap_or_default();
+    let first_hash = cluster.centers.first().map(|c| c.plugin_state_hash);
+    WithdrawalJson {
+        requests: figure(&f, "withdrawal_requests"),
+        refused: figure(&f, "withdrawal_refused"),
+        completed: figure(&f, "withdrawal_completed"),
+        cancelled: figure(&f, "withdrawal_cancelled"),
+        failed: figure(&f, "withdrawal_failed"),
+        rejected: figure(&f, "withdrawal_rejected"),
+        blocked: figure(&f, "withdrawal_blocked"),
+        reversed: figure(&f, "withdrawal_reversed"),
+        stale: figure(&f, "withdrawal_stale"),
+        open: figure(&f, "withdrawal_open"),
+        chain_broadcasts: figure(&w.adapter, "withdrawal_chain_broadcasts"),
+        cycle_s: (w.cycle.as_secs_f64() * 1000.0).round() / 1000.0,
+        plugin_state_consistent: cluster.centers.iter().all(|c| Some(c.plugin_state_hash) == first_hash),
+    }
+}
+
 fn collection_json(c: &rtgs_plugins::CollectionConfig, s: Sweep, cluster: &ClusterReport) -> CollectionJson {
     let f = cluster.centers.first().map(|c| c.plugin_figures.clone()).unwrap_or_default();
     let first_hash = cluster.centers.first().map(|c| c.plugin_state_hash);
@@ -923,6 +1062,17 @@ fn print_human(r: &Report) {
         );
         println!("    double matches     {:>12}", m.double_matches);
         println!("    plugin state consistent {}", m.plugin_state_consistent);
+    }
+    if let Some(w) = &r.withdrawal {
+        println!("  withdrawal (simulated custody, screener, policy engine and chains):");
+        println!("    requests           {:>12}  refused {}  in {:.3} s", w.requests, w.refused, w.cycle_s);
+        println!(
+            "    completed          {:>12}  cancelled {}  failed {}  rejected {}  blocked {}",
+            w.completed, w.cancelled, w.failed, w.rejected, w.blocked
+        );
+        println!("    reversed           {:>12}  stale {}  open {}", w.reversed, w.stale, w.open);
+        println!("    chain broadcasts   {:>12}", w.chain_broadcasts);
+        println!("    plugin state consistent {}", w.plugin_state_consistent);
     }
     for e in &r.errors {
         println!("  error: {e}");

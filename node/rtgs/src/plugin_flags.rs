@@ -19,7 +19,7 @@ pub struct PluginFlags {
     #[arg(long, env = "RTGS_COLLECTION_RELAYERS")]
     pub collection_relayers: Option<u64>,
     /// How much faster the simulated chains' clocks run than the journal's (12 s blocks)
-    /// [default: 1000 for collection, 100 for withdrawal].
+    /// [default: 1000].
     #[arg(long, env = "RTGS_CHAIN_TIME_SCALE")]
     pub chain_time_scale: Option<u64>,
     /// Seed of the simulated chain, the same on every center [default: the command's].

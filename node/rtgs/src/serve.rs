@@ -108,6 +108,15 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
                     w.sellers, w.partners
                 );
             }
+            if let Some(w) = &plugins.withdrawal {
+                // The simulated world's chains and funded vaults, and timers of seconds; assets in
+                // the participants' currencies are the operators' to register (HTTP).
+                let settings = rtgs_withdrawal::world::workload::Workload::demo_settings();
+                let setup = w.workload().setup_commands(&settings).context("withdrawal setup")?;
+                let n = setup.len();
+                api.setup_plugin_commands(setup).await.context("registering the withdrawal world")?;
+                eprintln!("rtgs serve: withdrawal on, {n} chains, assets, vaults and timers registered");
+            }
         } else {
             eprintln!(
                 "rtgs serve: resuming at seq {}; account setup skipped",

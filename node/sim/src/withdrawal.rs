@@ -9,8 +9,8 @@
 //! tests in the plugin crate and `--withdrawal-faults` turns them on here too.
 //!
 //! **End checks** (on a converged center's plugin): every request journaled was taken or
-//! refused, every withdrawal ended with nothing open (or waits for a person whose alert was
-//! lost with a crashed owner, see [`parked`]), at least one COMPLETED; no withdrawal paid twice on any chain and
+//! refused, every withdrawal ended with nothing open (an AML alert lost with a crashed owner is
+//! raised again by the plugin, and the simulated operators answer it), at least one COMPLETED; no withdrawal paid twice on any chain and
 //! nothing on a chain the plugin did not sign and record; COMPLETED ones paid once and settled,
 //! the others not paid and their money back (`rtgs_withdrawal::world::check_paid_once`). The
 //! cluster's checks add identical plugin state on every center and conservation.
@@ -84,15 +84,6 @@ impl WithdrawalSim {
     }
 }
 
-/// Waiting for a person and for nothing else: an alert raised (an AML alert to review, say),
-/// no timer, no answer awaited. Alerts expect no answer and are not executed again by a new
-/// owner, so one executed by an owner that crashed first is lost; the withdrawal then waits on
-/// the operators' list by state, which no simulated person reads. It is open, not stuck: the
-/// system has nothing left to do with it.
-fn parked(w: &rtgs_withdrawal::Withdrawal) -> bool {
-    !w.status.is_final() && w.alert_open && w.awaiting.is_none() && w.timer_us.is_none()
-}
-
 impl EffectAdapter for WithdrawalSim {
     fn execute(&mut self, effect: &Effect, now_us: u64) {
         self.world.execute(effect, now_us);
@@ -149,7 +140,7 @@ impl SimPlugins for WithdrawalSim {
         let mut pending = Vec::new();
         Plugin::pending_effects(p, &mut pending);
         p.counters().requests == self.requests_sent
-            && p.withdrawals().all(|w| w.is_settled_final() || parked(w))
+            && p.withdrawals().all(|w| w.is_settled_final())
             && pending.is_empty()
     }
 
@@ -158,7 +149,7 @@ impl SimPlugins for WithdrawalSim {
         if p.counters().requests != self.requests_sent {
             return Err(format!("{} requests sent, {} journaled", self.requests_sent, p.counters().requests));
         }
-        if let Some(w) = p.withdrawals().find(|w| !(w.is_settled_final() || parked(w))) {
+        if let Some(w) = p.withdrawals().find(|w| !w.is_settled_final()) {
             return Err(format!("{:?} still {:?} (awaiting {:?})", w.id, w.status, w.awaiting));
         }
         // Something must have gone through: a run where every request was refused (the setup

@@ -122,7 +122,7 @@ impl Default for WithdrawalConfig {
             customers: 100,
             vaults_per_chain: 4,
             requests: 1_000,
-            world_time_scale: 100,
+            world_time_scale: 1_000,
             world_seed: 1,
             faults: true,
         }

@@ -31,8 +31,9 @@
 //!   the awaited effects and computes the figures.
 //! * [`world`] — the outside world behind adapter traits a real integration implements
 //!   (`Screener`, `PolicyEngine`, `Custody`, `ChainClient`), their simulators (the shared EVM
-//!   chain, a UTXO chain, a Solana-like chain, validity-window chains) with faults, and
-//!   [`world::NodeAdapter`], the node's `EffectAdapter` over them.
+//!   chain, a UTXO chain, a Solana-like chain, validity-window chains) with faults,
+//!   [`world::World`], the node's `EffectAdapter` over them, a `Workload` (accounts,
+//!   registrations, requests) and `check_paid_once` (the end checks of a run).
 //! * [`driver`] — a single-threaded journal driver with a ledger (tests, benchmarks).
 //! * [`limits`] — every bound of the crate in one place.
 //!

@@ -254,7 +254,10 @@ impl WithdrawalPlugin {
                 })
             }
             AmlVerdict::Alert => {
-                // A human decides: rescreen-aml, bypass-aml or cancel.
+                // A human decides: rescreen-aml, bypass-aml or cancel. The alert is raised again
+                // while nobody has (see `monitor`): an alert expects no answer, so one lost with
+                // a crashed owner would otherwise leave the withdrawal waiting unseen.
+                w.watch_since_us = cx.now;
                 self.alert(cx, &mut w, AlertKind::AmlAlert);
                 Ok(())
             }

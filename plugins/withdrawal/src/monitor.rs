@@ -7,6 +7,7 @@
 //! | status | timer | when it fires |
 //! |---|---|---|
 //! | PENDING_AML_SCREENING | screening sent + `aml_timeout` | screened again (an alert after 3 unanswered) |
+//! | PENDING_AML_SCREENING, AML alert open | alert raised + 2 h (`authorization_timeout`) | the alert raised again (one lost with a crashed owner is not lost for good) |
 //! | PENDING_AUTHORIZATION | entered + 2 h | FAILED (no approval) |
 //! | PENDING_SIGNATURE | entered + 2 h | FAILED (no signature) |
 //! | QUEUED | entered + 2 h | FAILED (no slot) |
@@ -35,10 +36,13 @@ pub(crate) fn timer_for(w: &Withdrawal, st: &State) -> Option<u64> {
     let s = &st.settings;
     let after = |since: u64, key: SettingKey| Some(since.saturating_add(s.us(key)));
     match w.status {
-        Status::PendingAmlScreening => w
-            .awaiting
-            .filter(|a| a.kind == AwaitKind::Screen)
-            .and_then(|a| after(a.since_us, SettingKey::AmlTimeout)),
+        Status::PendingAmlScreening => match w.awaiting {
+            Some(a) if a.kind == AwaitKind::Screen => after(a.since_us, SettingKey::AmlTimeout),
+            Some(_) => None,
+            // An AML alert nobody answered is raised again after the approvers' time.
+            None if w.alert_open => after(w.watch_since_us, SettingKey::AuthorizationTimeout),
+            None => None,
+        },
         Status::PendingAuthorization => after(w.status_since_us, SettingKey::AuthorizationTimeout),
         Status::PendingSignature => after(w.status_since_us, SettingKey::SignatureTimeout),
         Status::Queued => after(w.status_since_us, SettingKey::QueuedTimeout),
@@ -163,6 +167,12 @@ impl WithdrawalPlugin {
             return;
         }
         let _ = match w.status {
+            Status::PendingAmlScreening if w.awaiting.is_none() => {
+                self.st.counters.alerts_repeated += 1;
+                w.watch_since_us = cx.now;
+                self.alert(cx, w, AlertKind::AmlAlert);
+                Ok(())
+            }
             Status::PendingAmlScreening => {
                 w.aml_unanswered += 1;
                 if w.aml_unanswered == AML_ATTEMPTS_BEFORE_ALERT {

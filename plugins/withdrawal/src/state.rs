@@ -201,6 +201,8 @@ wire_struct! {
         /// Answers overdue: asked again (or a replacement given up).
         pub answers_overdue: u64,
         pub alerts: u64,
+        /// AML alerts raised again because nobody answered them.
+        pub alerts_repeated: u64,
         /// Settlements reversed after a reorg took the transaction for good.
         pub reversals: u64,
         /// Ledger intents refused (settlement or reversal; the withdrawal waits and retries).

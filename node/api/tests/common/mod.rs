@@ -95,6 +95,15 @@ pub async fn start_matching(
     start_with(dir, true, Some((setup, set))).await
 }
 
+/// [`start`] (accounts set up) with the withdrawal plugin in every center, its effects executed
+/// by the simulated world of `config` (custody, screener, policy engine, one chain per family).
+pub async fn start_withdrawal(dir: &std::path::Path, config: rtgs_plugins::WithdrawalConfig) -> Node {
+    let set = rtgs_plugins::PluginsConfig::withdrawal(config);
+    let make = set.clone();
+    let setup = PluginSetup { make: Box::new(move || make.hosted()), adapter: Box::new(set.adapters()) };
+    start_with(dir, true, Some((setup, set))).await
+}
+
 /// Where the simulated chain's clock starts.
 pub const CHAIN_START_US: u64 = 1_000_000;
 
@@ -274,6 +283,14 @@ impl Node {
             ("x-rtgs-signature".to_string(), sign(secret.as_bytes(), method, path, &ts, body)),
         ];
         self.send_raw(method, path, &headers, body).await
+    }
+
+    /// Journals plugin commands as operator setup and waits until each is final.
+    pub async fn setup_plugin(
+        &self,
+        commands: Vec<(rtgs_core::entry::Bmi, rtgs_core::entry::PluginCommand)>,
+    ) {
+        self.api.setup_plugin_commands(commands).await.expect("plugin setup");
     }
 
     pub async fn as_ops(&self, method: &str, path: &str, body: &[u8]) -> (u16, Value) {

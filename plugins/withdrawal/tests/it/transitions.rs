@@ -431,3 +431,29 @@ fn a_completed_transaction_reorged_away_for_good_is_reversed_and_failed() {
     assert_eq!((fx.balance(SETTLEMENT), fx.balance(CUSTOMER)), (0, FUNDS), "reversed");
     assert_eq!(fx.p().counters().reversals, 1);
 }
+
+#[test]
+fn an_aml_alert_nobody_answers_is_raised_again_until_someone_does() {
+    // An alert expects no answer: one lost with a crashed owner must not leave the withdrawal
+    // waiting unseen. Every 2 h (the approvers' time) it is raised again; an answer stops it.
+    let mut fx = Fx::new();
+    let id = fx.reach(USDC, Status::PendingAmlScreening);
+    fx.take_effects();
+    fx.screened(id, AmlVerdict::Alert);
+    assert_eq!(alerts(&fx.take_effects()), vec![AlertKind::AmlAlert]);
+    let first = fx.w(id).timer_us.expect("a timer while the alert is open");
+    fx.advance(2 * HOUR_US - SECOND_US).tick();
+    assert!(alerts(&fx.take_effects()).is_empty(), "not before its time");
+    fx.advance(2 * SECOND_US).tick();
+    assert_eq!(alerts(&fx.take_effects()), vec![AlertKind::AmlAlert], "raised again");
+    assert_eq!(fx.status(id), Status::PendingAmlScreening);
+    assert!(fx.w(id).timer_us.is_some_and(|t| t > first), "and again later");
+    assert_eq!(fx.p().counters().alerts_repeated, 1);
+    // An operator bypasses it: on to the approvers, no alert timer left.
+    let params = OpParams { reason: Some(text("reviewed")), ..OpParams::default() };
+    assert_eq!(fx.operate(id, OperationKind::BypassAml, OPERATOR, params), None);
+    assert_eq!(fx.status(id), Status::PendingAuthorization);
+    fx.advance(3 * HOUR_US).tick();
+    assert!(!alerts(&fx.take_effects()).contains(&AlertKind::AmlAlert));
+    fx.check();
+}
