@@ -302,6 +302,53 @@ pub fn from_slice<T: Wire>(buf: &[u8]) -> Result<T, DecodeError> {
     Ok(v)
 }
 
+// ---- plugin checkpoints: a version byte, then the state ----
+
+/// Writes a plugin checkpoint (the version byte, then the state) into any sink.
+pub fn write_checkpoint<T: Wire>(version: u8, state: &T, sink: &mut dyn Sink) {
+    let mut w = Writer::new(sink);
+    w.bytes(&[version]);
+    state.put(&mut w);
+}
+
+/// Reads a plugin checkpoint written by [`write_checkpoint`] with this version (another version
+/// is refused, as is a byte left over).
+pub fn read_checkpoint<T: Wire>(version: u8, buf: &[u8]) -> Result<T, DecodeError> {
+    let mut r = Reader::new(buf);
+    let found = r.array::<1>()?[0];
+    if found != version {
+        return Err(DecodeError::Version(found));
+    }
+    let state = T::get(&mut r)?;
+    r.finish()?;
+    Ok(state)
+}
+
+/// The state hash of a plugin: its checkpoint's bytes folded under `seed`, never materialised.
+pub fn hash_checkpoint<T: Wire>(seed: u64, version: u8, state: &T) -> u64 {
+    let mut sink = HashSink::new(seed);
+    write_checkpoint(version, state, &mut sink);
+    sink.finish()
+}
+
+/// Why a plugin checkpoint was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CheckpointError {
+    #[error("checkpoint does not decode: {0}")]
+    Decode(#[from] DecodeError),
+    #[error("checkpoint is inconsistent: {0}")]
+    Inconsistent(&'static str),
+}
+
+/// `Err(what)` unless `ok`: one line per rule of a plugin's consistency check.
+pub fn check(ok: bool, what: &'static str) -> Result<(), &'static str> {
+    if ok {
+        Ok(())
+    } else {
+        Err(what)
+    }
+}
+
 /// A struct whose encoding is its fields in order.
 #[macro_export]
 macro_rules! wire_struct {

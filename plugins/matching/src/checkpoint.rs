@@ -9,7 +9,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use rtgs_core::wire::{DecodeError, HashSink, Reader, Sink, Wire, Writer};
+pub use rtgs_core::wire::CheckpointError;
+use rtgs_core::wire::{check, hash_checkpoint, read_checkpoint, write_checkpoint, Sink};
 
 use crate::limits::{BUNDLE_LEGS_MAX, P2P_LEGS_MAX};
 use crate::state::*;
@@ -191,46 +192,19 @@ fn check_bundle(
     Ok(())
 }
 
-fn check(ok: bool, what: &'static str) -> Result<(), &'static str> {
-    if ok {
-        Ok(())
-    } else {
-        Err(what)
-    }
-}
-
 /// Writes the checkpoint (version byte, then the state) into any sink.
 pub fn write_state(st: &State, sink: &mut dyn Sink) {
-    let mut w = Writer::new(sink);
-    w.bytes(&[CHECKPOINT_VERSION]);
-    st.put(&mut w);
+    write_checkpoint(CHECKPOINT_VERSION, st, sink);
 }
 
 /// Reads a checkpoint and rebuilds its indexes.
 pub fn read_state(buf: &[u8]) -> Result<(State, Index), CheckpointError> {
-    let mut r = Reader::new(buf);
-    let version = r.array::<1>()?[0];
-    if version != CHECKPOINT_VERSION {
-        return Err(DecodeError::Version(version).into());
-    }
-    let st = State::get(&mut r)?;
-    r.finish()?;
+    let st: State = read_checkpoint(CHECKPOINT_VERSION, buf)?;
     let ix = Index::build(&st).map_err(CheckpointError::Inconsistent)?;
     Ok((st, ix))
 }
 
 /// Hash of the whole state: the checkpoint's bytes, folded without materialising them.
 pub fn hash_state(st: &State) -> u64 {
-    let mut sink = HashSink::new(STATE_HASH_SEED);
-    write_state(st, &mut sink);
-    sink.finish()
-}
-
-/// Why a checkpoint was refused.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum CheckpointError {
-    #[error("checkpoint does not decode: {0}")]
-    Decode(#[from] DecodeError),
-    #[error("checkpoint is inconsistent: {0}")]
-    Inconsistent(&'static str),
+    hash_checkpoint(STATE_HASH_SEED, CHECKPOINT_VERSION, st)
 }

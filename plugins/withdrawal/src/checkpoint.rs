@@ -13,7 +13,8 @@ use crate::records::Purpose;
 use crate::state::*;
 use crate::status::Status;
 use crate::types::*;
-use crate::wire::{DecodeError, HashSink, Reader, Sink, Wire, Writer};
+pub use crate::wire::CheckpointError;
+use crate::wire::{check, hash_checkpoint, read_checkpoint, write_checkpoint, Sink};
 
 /// Checkpoint format version.
 pub const CHECKPOINT_VERSION: u8 = 1;
@@ -225,46 +226,19 @@ fn check_money(w: &Withdrawal) -> Result<(), &'static str> {
     check(ok, "money does not match the status")
 }
 
-fn check(ok: bool, what: &'static str) -> Result<(), &'static str> {
-    if ok {
-        Ok(())
-    } else {
-        Err(what)
-    }
-}
-
 /// Writes the checkpoint (version byte, then the state) into any sink.
 pub fn write_state(st: &State, sink: &mut dyn Sink) {
-    let mut w = Writer::new(sink);
-    w.bytes(&[CHECKPOINT_VERSION]);
-    st.put(&mut w);
+    write_checkpoint(CHECKPOINT_VERSION, st, sink);
 }
 
 /// Reads a checkpoint and rebuilds its indexes.
 pub fn read_state(buf: &[u8]) -> Result<(State, Index), CheckpointError> {
-    let mut r = Reader::new(buf);
-    let version = r.array::<1>()?[0];
-    if version != CHECKPOINT_VERSION {
-        return Err(DecodeError::Version(version).into());
-    }
-    let st = State::get(&mut r)?;
-    r.finish()?;
+    let st: State = read_checkpoint(CHECKPOINT_VERSION, buf)?;
     let ix = Index::build(&st).map_err(CheckpointError::Inconsistent)?;
     Ok((st, ix))
 }
 
 /// Hash of the whole state: the checkpoint's bytes, folded without materialising them.
 pub fn hash_state(st: &State) -> u64 {
-    let mut sink = HashSink::new(STATE_HASH_SEED);
-    write_state(st, &mut sink);
-    sink.finish()
-}
-
-/// Why a checkpoint was refused.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum CheckpointError {
-    #[error("checkpoint does not decode: {0}")]
-    Decode(#[from] DecodeError),
-    #[error("checkpoint is inconsistent: {0}")]
-    Inconsistent(&'static str),
+    hash_checkpoint(STATE_HASH_SEED, CHECKPOINT_VERSION, st)
 }
