@@ -1,6 +1,8 @@
 //! The production engine hosting the matching plugin: three real `rtgs node --matching`
 //! processes on the real broker and PostgreSQL (started through `scripts/infra-up.sh`; the test
-//! fails, never skips, if they cannot be started), driven by `rtgs match`. It checks that every
+//! fails, never skips, if they cannot be started), driven by `rtgs match`, against a faulty LP
+//! (BUSY, NO_POOL, lost and late answers, rejections after the commit: compensations and
+//! escalations happen) and users who retry, cancel, close or never answer. It checks that every
 //! order goes through its sessions with none matched twice and none left in flight, that only
 //! the owner talked to the LP and the marketplace, that the three centers' stored plugin states
 //! are one state and the databases reconcile, and that a center killed with SIGKILL resumes from
@@ -28,6 +30,7 @@ fn matching_cluster(name: &str) -> Cluster {
         env.push(("RTGS_MATCHING".into(), "true".into()));
         env.push(("RTGS_MATCHING_SELLERS".into(), SELLERS.to_string()));
         env.push(("RTGS_MATCHING_SEED".into(), SEED.to_string()));
+        env.push(("RTGS_MATCHING_LP_FAULTS".into(), "true".into()));
         // Windows, leases and grace periods end on Ticks.
         env.push(("RTGS_NO_IDLE_TICK".into(), "false".into()));
     }
@@ -40,7 +43,7 @@ fn run_match(c: &Cluster, args: &[&str]) -> Value {
     cmd.args(["match", "--topic-prefix", &c.prefix, "--timeout-s", "240"])
         .args(["--orders", &ORDERS.to_string(), "--sellers", &SELLERS.to_string()])
         .args(["--seed", &SEED.to_string(), "--window-s", "2,2,2", "--quick-timings"])
-        .args(["--order-ttl-s", "60"])
+        .args(["--order-ttl-s", "20"])
         .args(args);
     for center in 1..=3 {
         cmd.arg("--status-file").arg(c.status_path(center));
@@ -62,6 +65,7 @@ fn run_match(c: &Cluster, args: &[&str]) -> Value {
 
 fn assert_cycle(report: &Value, orders: u64) {
     assert_eq!(u(&report["orders"]), orders, "{report}");
+    assert_eq!(u(&report["sessions"]), orders, "one session per order (a retry keeps it): {report}");
     assert_eq!(u(&report["double_matches"]), 0, "{report}");
     assert_eq!(u(&report["awaiting_user_decision"]), 0, "{report}");
     assert!(u(&report["bundles_committed"]) > 0, "{report}");
