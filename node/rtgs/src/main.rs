@@ -8,8 +8,8 @@
 //! * `load` ([`load`]) — submit transfers to a running production cluster and measure them.
 //! * `http-load` ([`http_load`]) — signed HTTP requests against `rtgs serve`, measured.
 //! * `collect` ([`collect`]) — one sweep cycle of the collection plugin on a production cluster.
-//! * `match` ([`matching`]) — one matching cycle of the matching plugin on a production cluster:
-//!   the workload's accounts, settings and opening offers, then the orders.
+//! * [`matching`] — `rtgs match`: one matching cycle of the matching plugin on a production
+//!   cluster: the workload's accounts, settings and opening offers, then the orders.
 //! * `reconcile` ([`reconcile`]) — compare the production engine's center databases.
 //! * `serve` ([`serve`]) — the embedded cluster behind the participant HTTP API (`rtgs-api`).
 //! * [`plugin_flags`] — the plugin flags every command shares, built into `rtgs_plugins`'s one
