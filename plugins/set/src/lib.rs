@@ -385,6 +385,23 @@ mod tests {
         assert!(bad_window.check().is_err());
     }
 
+    /// A node whose marketplace opens from outside never offers on its own, and the offers the
+    /// driver sends (`rtgs match`) are the ones the marketplace would have sent, under the same
+    /// `bmi`s (both sent: one entry).
+    #[test]
+    fn opening_offers_from_outside_are_the_marketplaces_own() {
+        let m = MatchingConfig { sellers: 5, ..MatchingConfig::default() };
+        let (mut own, mut offers) = (m.adapter(), Vec::new());
+        own.poll(1_000, &mut offers);
+        assert_eq!(offers.len(), 5);
+        assert_eq!(offers, m.opening_offers());
+        let outside = MatchingConfig { market_opening_outside: true, ..m };
+        let (mut quiet, mut none) = (outside.adapter(), Vec::new());
+        quiet.poll(1_000, &mut none);
+        quiet.poll(1_000 + 3_600_000_000, &mut none);
+        assert!(none.is_empty(), "{none:?}");
+    }
+
     /// ☠️ Seed 002 §4-b 정정 ②: one switch. Hosting the matching plugin is its only switch —
     /// a second key (an intake switch) is refused, not silently ignored.
     #[test]
