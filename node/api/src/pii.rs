@@ -21,12 +21,8 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// Orders whose customers' PII this API keeps at once.
-pub const PII_ORDERS_MAX: usize = 1_000_000;
-/// Characters of each PII field.
-pub const PII_FIELD_CHARS_MAX: usize = 128;
-/// A record's body: three fields of at most 128 characters (4 bytes each), a key id, an order.
-const RECORD_BODY_BYTES_MAX: usize = 4_096;
+use crate::limits::PII_RECORD_BODY_BYTES_MAX as RECORD_BODY_BYTES_MAX;
+pub use crate::limits::{PII_FIELD_CHARS_MAX, PII_ORDERS_MAX};
 const RECORD_HEADER_BYTES: usize = 12;
 const CHECKSUM_SEED: u64 = 0x5049_495F_5354_4F52; // "PII_STOR"
 
@@ -48,6 +44,8 @@ pub enum PiiError {
     Full,
     #[error("the PII store failed earlier and is closed")]
     Poisoned,
+    #[error("a PII record of {0} bytes is over the bound")]
+    TooLarge(usize),
 }
 
 #[derive(Serialize, Deserialize)]
@@ -115,10 +113,9 @@ impl PiiStore {
         if let Some((path, file)) = inner.file.as_mut() {
             let record = Record { order, owner: owner.to_string(), customer: customer.clone() };
             let body = serde_json::to_vec(&record).unwrap_or_default();
-            assert!(
-                body.len() <= RECORD_BODY_BYTES_MAX,
-                "a PII record over its bound: fields are checked first"
-            );
+            if body.is_empty() || body.len() > RECORD_BODY_BYTES_MAX {
+                return Err(PiiError::TooLarge(body.len()));
+            }
             let mut frame = Vec::with_capacity(RECORD_HEADER_BYTES + body.len());
             frame.extend_from_slice(&(body.len() as u32).to_le_bytes());
             frame.extend_from_slice(&rtgs_core::hash::bytes64(CHECKSUM_SEED, &body).to_le_bytes());
