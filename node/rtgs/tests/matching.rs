@@ -23,7 +23,8 @@ const ORDERS: u64 = 200;
 const SELLERS: u64 = 20;
 const SEED: u64 = 7;
 
-/// A cluster whose three nodes run the matching plugin over their LP and marketplace simulators.
+/// A cluster whose three nodes run the matching plugin over their (faulty) LP and marketplace
+/// simulators.
 fn matching_cluster(name: &str) -> Cluster {
     let mut c = Cluster::new(name);
     for env in &mut c.extra_env {
@@ -37,18 +38,28 @@ fn matching_cluster(name: &str) -> Cluster {
     c
 }
 
-/// `rtgs match` with these extra arguments, waiting on the three status files; its JSON report.
-fn run_match(c: &Cluster, args: &[&str]) -> Value {
+/// `rtgs match` with these extra arguments, waiting on the status files of `centers`.
+fn match_command(c: &Cluster, args: &[&str], centers: &[usize]) -> Command {
     let mut cmd = Command::new(BIN);
     cmd.args(["match", "--topic-prefix", &c.prefix, "--timeout-s", "240"])
         .args(["--orders", &ORDERS.to_string(), "--sellers", &SELLERS.to_string()])
         .args(["--seed", &SEED.to_string(), "--window-s", "2,2,2", "--quick-timings"])
         .args(["--order-ttl-s", "20"])
         .args(args);
-    for center in 1..=3 {
-        cmd.arg("--status-file").arg(c.status_path(center));
+    for center in centers {
+        cmd.arg("--status-file").arg(c.status_path(*center));
     }
-    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run rtgs match: {e}"));
+    cmd
+}
+
+/// `rtgs match` with these extra arguments, waiting on the three status files; its JSON report.
+fn run_match(c: &Cluster, args: &[&str]) -> Value {
+    let out =
+        match_command(c, args, &[1, 2, 3]).output().unwrap_or_else(|e| panic!("cannot run rtgs match: {e}"));
+    match_report(c, out)
+}
+
+fn match_report(c: &Cluster, out: std::process::Output) -> Value {
     assert!(
         out.status.success(),
         "rtgs match failed: {}\n{}\nDC1:\n{}\nDC2:\n{}\nDC3:\n{}",
@@ -161,4 +172,41 @@ fn matching_on_the_production_engine_matches_every_order_once_and_survives_a_kil
     assert_cycle(&second, 2 * ORDERS);
     assert_stored_states_agree(&c);
     reconcile_eventually(&c);
+}
+
+/// The owner DC1 is killed in the middle of a cycle: DC2 proposes itself through the journal,
+/// re-executes the pending effects (the LP's idempotency keys make re-sending harmless) and every
+/// order still ends, none matched twice, DC2 and DC3 in one state. Each node has its own LP
+/// simulator, so DC2's LP has not seen DC1's reservations: what DC1 had reserved is answered as
+/// unknown there and the plugin's own rules (expiry, compensation, the order's deadline) end it.
+#[test]
+fn a_silent_owner_is_replaced_mid_cycle_and_every_order_still_ends() {
+    let _one = lock();
+    let mut c = matching_cluster("mown");
+    for env in &mut c.extra_env {
+        env.push(("RTGS_OWNER_SILENCE_S".into(), "3".into()));
+    }
+    c.start_all();
+    let child = match_command(&c, &[], &[2, 3])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run rtgs match: {e}"));
+    c.wait("the orders journaled on DC2", 60, |s| {
+        s[1].as_ref().is_some_and(|s| s["plugins"]["matching_orders"].as_u64() >= Some(ORDERS))
+    });
+    c.kill9(1);
+    c.wait("DC2 to own the plugin on both survivors", 40, |s| {
+        s[1..].iter().all(|s| s.as_ref().is_some_and(|s| s["plugins"]["owner_center"] == 2))
+    });
+    let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    let report = match_report(&c, out);
+    assert_eq!(u(&report["orders"]), ORDERS, "{report}");
+    assert_eq!(u(&report["sessions"]), ORDERS, "{report}");
+    assert_eq!(u(&report["double_matches"]), 0, "{report}");
+    assert_eq!(u(&report["owner_center"]), 2, "{report}");
+    assert_eq!(report["plugin_state_consistent"], true, "{report}");
+    let s = c.statuses();
+    let handed = s[1].as_ref().map(|s| u(&s["plugins"]["effects_handed"]));
+    assert!(handed.is_some_and(|h| h > 0), "DC2 executed the plugin's effects: {handed:?}");
 }
