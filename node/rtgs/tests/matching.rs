@@ -174,11 +174,13 @@ fn matching_on_the_production_engine_matches_every_order_once_and_survives_a_kil
     reconcile_eventually(&c);
 }
 
-/// The owner DC1 is killed in the middle of a cycle: DC2 proposes itself through the journal,
-/// re-executes the pending effects (the LP's idempotency keys make re-sending harmless) and every
-/// order still ends, none matched twice, DC2 and DC3 in one state. Each node has its own LP
-/// simulator, so DC2's LP has not seen DC1's reservations: what DC1 had reserved is answered as
-/// unknown there and the plugin's own rules (expiry, compensation, the order's deadline) end it.
+/// The owner DC1 is killed in the middle of a cycle: a survivor proposes itself through the
+/// journal (DC2, the lowest; DC3 may follow at the next term when DC1 also led the sequencer and
+/// DC2, taking that over, is silent for a while), re-executes the pending effects (the LP's
+/// idempotency keys make re-sending harmless), and every order still ends, none matched twice,
+/// DC2 and DC3 in one state. Each node has its own LP simulator, so the new owner's LP has not
+/// seen DC1's reservations: what DC1 had reserved is unknown there and the plugin's own rules
+/// (expiry, compensation, the order's deadline) end it.
 #[test]
 fn a_silent_owner_is_replaced_mid_cycle_and_every_order_still_ends() {
     let _one = lock();
@@ -196,17 +198,23 @@ fn a_silent_owner_is_replaced_mid_cycle_and_every_order_still_ends() {
         s[1].as_ref().is_some_and(|s| s["plugins"]["matching_orders"].as_u64() >= Some(ORDERS))
     });
     c.kill9(1);
-    c.wait("DC2 to own the plugin on both survivors", 40, |s| {
-        s[1..].iter().all(|s| s.as_ref().is_some_and(|s| s["plugins"]["owner_center"] == 2))
+    c.wait("a survivor to own the plugin on both survivors", 40, |s| {
+        let owners: Vec<u64> =
+            s[1..].iter().flatten().filter_map(|s| s["plugins"]["owner_center"].as_u64()).collect();
+        owners.len() == 2 && owners[0] == owners[1] && owners[0] != 1
     });
     let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
     let report = match_report(&c, out);
     assert_eq!(u(&report["orders"]), ORDERS, "{report}");
     assert_eq!(u(&report["sessions"]), ORDERS, "{report}");
     assert_eq!(u(&report["double_matches"]), 0, "{report}");
-    assert_eq!(u(&report["owner_center"]), 2, "{report}");
+    let owner = u(&report["owner_center"]) as usize;
+    assert!(owner == 2 || owner == 3, "a survivor owns the plugin: {report}");
     assert_eq!(report["plugin_state_consistent"], true, "{report}");
     let s = c.statuses();
-    let handed = s[1].as_ref().map(|s| u(&s["plugins"]["effects_handed"]));
-    assert!(handed.is_some_and(|h| h > 0), "DC2 executed the plugin's effects: {handed:?}");
+    let handed = s[owner - 1].as_ref().map(|s| u(&s["plugins"]["effects_handed"]));
+    assert!(
+        handed.is_some_and(|h| h > 0),
+        "the new owner DC{owner} executed the plugin's effects: {handed:?}"
+    );
 }
