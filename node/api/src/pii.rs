@@ -58,7 +58,16 @@ struct Record {
 
 struct Inner {
     by_order: BTreeMap<u64, (Arc<str>, Customer)>,
-    file: Option<(PathBuf, File)>,
+    file: Option<Appender>,
+}
+
+/// The file and how much of it holds whole records.
+struct Appender {
+    path: PathBuf,
+    file: File,
+    bytes: u64,
+    /// A failed append could not be cut off again: nothing more is appended after it.
+    broken: bool,
 }
 
 /// See the module docs.
@@ -76,10 +85,21 @@ impl PiiStore {
         PiiStore(Mutex::new(Inner { by_order: BTreeMap::new(), file: None }))
     }
 
+    fn new_file(path: &Path) -> Result<(), PiiError> {
+        let io = |source| PiiError::Io { path: path.to_path_buf(), source };
+        File::create_new(path).map_err(io)?.sync_all().map_err(io)?;
+        // The new name must survive a crash too: sync the directory that holds it.
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        File::open(dir).and_then(|d| d.sync_all()).map_err(io)
+    }
+
     /// The store in `path` (created if absent): every record read back, a torn last record cut off.
     pub fn open(path: &Path) -> Result<Self, PiiError> {
         let io = |source| PiiError::Io { path: path.to_path_buf(), source };
-        let mut file = OpenOptions::new().read(true).append(true).create(true).open(path).map_err(io)?;
+        if !path.exists() {
+            PiiStore::new_file(path)?;
+        }
+        let mut file = OpenOptions::new().read(true).append(true).open(path).map_err(io)?;
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes).map_err(io)?;
         let (by_order, good) = read_records(path, &bytes)?;
@@ -89,7 +109,8 @@ impl PiiStore {
             file.sync_data().map_err(io)?;
         }
         file.seek(SeekFrom::End(0)).map_err(io)?;
-        Ok(PiiStore(Mutex::new(Inner { by_order, file: Some((path.to_path_buf(), file)) })))
+        let appender = Appender { path: path.to_path_buf(), file, bytes: good as u64, broken: false };
+        Ok(PiiStore(Mutex::new(Inner { by_order, file: Some(appender) })))
     }
 
     fn lock(&self) -> Result<MutexGuard<'_, Inner>, PiiError> {
@@ -110,7 +131,7 @@ impl PiiStore {
             None if inner.by_order.len() >= PII_ORDERS_MAX => return Err(PiiError::Full),
             _ => {}
         }
-        if let Some((path, file)) = inner.file.as_mut() {
+        if let Some(appender) = inner.file.as_mut() {
             let record = Record { order, owner: owner.to_string(), customer: customer.clone() };
             let body = serde_json::to_vec(&record).unwrap_or_default();
             if body.is_empty() || body.len() > RECORD_BODY_BYTES_MAX {
@@ -120,11 +141,7 @@ impl PiiStore {
             frame.extend_from_slice(&(body.len() as u32).to_le_bytes());
             frame.extend_from_slice(&rtgs_core::hash::bytes64(CHECKSUM_SEED, &body).to_le_bytes());
             frame.extend_from_slice(&body);
-            let io = |source| PiiError::Io { path: path.clone(), source };
-            // Blocking, under the lock: an order's PII is durable before its order is journaled
-            // and acknowledged, and records are appended whole, one at a time.
-            file.write_all(&frame).map_err(io)?;
-            file.sync_data().map_err(io)?;
+            appender.append(&frame)?;
         }
         inner.by_order.insert(order, (Arc::clone(owner), customer.clone()));
         Ok(true)
@@ -136,6 +153,31 @@ impl PiiStore {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+impl Appender {
+    /// Appends `frame` and syncs it. Blocking, under the store's lock: an order's PII is durable
+    /// before its order is journaled and acknowledged, and records are appended whole, one at a
+    /// time. A failed append is cut off again, so that the next one does not follow a partial
+    /// record (which would read back as corruption); if even that fails, the file takes no more.
+    fn append(&mut self, frame: &[u8]) -> Result<(), PiiError> {
+        if self.broken {
+            return Err(PiiError::Poisoned);
+        }
+        let written = self.file.write_all(frame).and_then(|()| self.file.sync_data());
+        match written {
+            Ok(()) => {
+                self.bytes += frame.len() as u64;
+                Ok(())
+            }
+            Err(source) => {
+                if self.file.set_len(self.bytes).and_then(|()| self.file.sync_data()).is_err() {
+                    self.broken = true;
+                }
+                Err(PiiError::Io { path: self.path.clone(), source })
+            }
+        }
     }
 }
 
