@@ -9,6 +9,8 @@
 //!   collection plugin's operator commands and two-way audit queries; `plugins/matching.rs`: the
 //!   widget's orders (PII kept apart from the journal), their status and the user's decision, operators' partner settings, sessions,
 //!   resolutions, escalations and dead letters).
+//! * [`pii`] — the matching orders' customer PII at the origin center, apart from the journal:
+//!   in memory and, opened on a file beside the journal, synced before an order is acknowledged.
 //! * [`operator`] — operator endpoints (`/v1/operator/...`): open, fund, close accounts; any
 //!   entry's status. Separate credentials.
 //! * [`auth`] — API key + HMAC-SHA256 request signatures, ±300 s window, constant-time compare.
@@ -32,6 +34,7 @@ pub mod limits;
 pub mod metrics;
 pub mod money;
 pub mod operator;
+pub mod pii;
 mod plugins;
 pub mod read_model;
 pub mod server;

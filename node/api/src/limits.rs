@@ -60,3 +60,17 @@ pub const METRICS_UPKEEP: Duration = Duration::from_secs(5);
 pub const SECRET_BYTES_MIN: usize = 16;
 
 const _: () = assert!(BODY_BYTES_MAX >= 1024, "a transfer body must fit");
+
+/// Orders whose customers' PII one API keeps at once (`pii::PiiStore`; a further order is
+/// answered 503 `unavailable`).
+pub const PII_ORDERS_MAX: usize = 1_000_000;
+
+/// Characters of each PII field (name, phone, bank account).
+pub const PII_FIELD_CHARS_MAX: usize = 128;
+
+/// A PII record's body on disk (JSON): three fields of at most 128 characters (6 bytes each at
+/// worst, a JSON-escaped control character), a key id and an order number. A larger one is
+/// refused, never cut; on reading, a larger length is corruption.
+pub const PII_RECORD_BODY_BYTES_MAX: usize = 8_192;
+
+const _: () = assert!(PII_RECORD_BODY_BYTES_MAX >= 3 * PII_FIELD_CHARS_MAX * 6 + 1_024);

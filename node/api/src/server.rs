@@ -55,7 +55,7 @@ pub(crate) struct AppState {
     pub(crate) keyring: Keyring,
     pub(crate) operators: Keyring,
     /// Customers' PII of the matching orders submitted here (this center's, never journaled).
-    pub(crate) matching_pii: crate::plugins::matching::PiiStore,
+    pub(crate) matching_pii: crate::pii::PiiStore,
     pub(crate) tracker: Arc<Tracker>,
     pub(crate) read_model: Arc<ReadModel>,
     metrics: Arc<Metrics>,
@@ -122,13 +122,24 @@ impl Api {
     /// `origin`. The API must be the engine's only consumer of those events: it routes every
     /// final notice and refusal to the request waiting for it.
     pub fn start_linked(link: EngineLink, credentials: Credentials, origin: CenterId) -> Api {
+        Api::start_linked_with_pii(link, credentials, origin, crate::pii::PiiStore::in_memory())
+    }
+
+    /// [`Api::start_linked`] keeping the matching orders' customer PII in `pii` (opened on a
+    /// file in the origin center's data directory, it survives a restart).
+    pub fn start_linked_with_pii(
+        link: EngineLink,
+        credentials: Credentials,
+        origin: CenterId,
+        pii: crate::pii::PiiStore,
+    ) -> Api {
         let EngineLink { submit, events, read_model, feed, final_through } = link;
         // What is final (or durable) at start must be applied before any read is answered.
         read_model.advance_to(final_through());
         let state = Arc::new(AppState {
             keyring: Keyring::new(credentials.participants),
             operators: Keyring::new(credentials.operators),
-            matching_pii: Default::default(),
+            matching_pii: pii,
             tracker: Arc::new(Tracker::default()),
             read_model: Arc::new(read_model),
             metrics: Arc::new(Metrics::default()),

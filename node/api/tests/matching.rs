@@ -233,7 +233,8 @@ async fn internal_callbacks_are_journaled_under_the_adapters_bmis() {
 }
 
 /// Customer PII reaches this center's API and stops there: the order is journaled with an opaque
-/// reference; the PII is readable by the submitting participant and operators only.
+/// reference; the PII is readable by the submitting participant and operators only, kept in its
+/// own file beside the journal, and read back after a restart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_order_with_pii_is_journaled_without_it_and_read_back_by_its_owner_only() {
     let node = start_matching(&fresh_dir("matching-pii"), Box::new(Silent)).await;
@@ -276,12 +277,30 @@ async fn an_order_with_pii_is_journaled_without_it_and_read_back_by_its_owner_on
     let dir = std::env::temp_dir().join(format!("rtgs-api-matching-pii-{}", std::process::id()));
     let bmis = node.stop().await;
     assert_eq!(bmis.iter().filter(|b| b.starts_with("ORD-P")).collect::<Vec<_>>(), ["ORD-P1"]);
-    // Nothing the centers wrote (journal, checkpoints) holds the customer's PII.
+    // The PII survives a restart: read back from its file, for its owner and operators only.
+    let node = common::restart_matching(&dir, Box::new(Silent)).await;
+    let (status, pii) = node.as_a("GET", "/v1/matching/orders/41/customer", b"").await;
+    assert_eq!(
+        (status, pii["customer"]["bank_account"].as_str()),
+        (200, Some("FR7630006000011234567890189")),
+        "{pii}"
+    );
+    let (status, pii) = node.as_ops("GET", "/v1/operator/matching/orders/41/customer", b"").await;
+    assert_eq!((status, pii["customer"]["name"].as_str()), (200, Some("Jane Q. Customer")), "{pii}");
+    let (status, answer) = node.as_b("GET", "/v1/matching/orders/41/customer", b"").await;
+    assert_eq!((status, answer["code"].as_str()), (404, Some("unknown_order")), "{answer}");
+    node.stop().await;
+    let pii_file = dir.join(common::PII_FILE);
+    let kept = std::fs::read(&pii_file).unwrap_or_else(|e| panic!("{}: {e}", pii_file.display()));
+    assert!(kept.windows(16).any(|w| w == b"Jane Q. Customer"), "the PII file holds the customer");
+    // Nothing else the centers wrote (journal, checkpoints) holds the customer's PII.
     let mut files = vec![dir.clone()];
     let mut read = 0;
     while let Some(path) = files.pop() {
         if path.is_dir() {
             files.extend(std::fs::read_dir(&path).into_iter().flatten().flatten().map(|e| e.path()));
+        } else if path == pii_file {
+            continue;
         } else if let Ok(bytes) = std::fs::read(&path) {
             read += 1;
             for pii in [&b"Jane Q. Customer"[..], b"FR7630006000011234567890189", b"+33 6 12"] {

@@ -4,8 +4,8 @@
 //! centers: watermarks, the state hash at the highest seq all of them applied (the hash is chained
 //! over every outcome, so equal hashes mean equal transfer statuses up to there; on a mismatch
 //! [`first_divergent_seq`] finds the first seq whose outcome or hash differs), balances and closed
-//! flags when the centers stand at the same seq, and each center's money total (Σ balances must
-//! equal Σ funded).
+//! flags when the centers stand at the same seq, and each center's money total (Σ balances + Σ
+//! plugin holds must equal Σ funded: a held amount left its account's balance, not the ledger).
 
 use crate::StoreError;
 use deadpool_postgres::Pool;
@@ -21,6 +21,8 @@ pub struct CenterSnapshot {
     /// account id → (balance, closed)
     pub balances: BTreeMap<u64, (u64, bool)>,
     pub balance_total_minor: i128,
+    /// Σ of the plugins' holds (the `hold` table).
+    pub held_total_minor: i128,
     pub funded_total_minor: i128,
 }
 
@@ -49,6 +51,7 @@ pub enum Difference {
     MoneyNotConserved {
         center: String,
         balance_total_minor: i128,
+        held_total_minor: i128,
         funded_total_minor: i128,
     },
 }
@@ -66,10 +69,13 @@ impl std::fmt::Display for Difference {
             Difference::Balance { account, center, value, reference, reference_value } => {
                 write!(f, "account {account}: {center} has {value:?}, {reference} has {reference_value:?}")
             }
-            Difference::MoneyNotConserved { center, balance_total_minor, funded_total_minor } => write!(
-                f,
-                "{center}: balances add up to {balance_total_minor} but {funded_total_minor} was funded"
-            ),
+            Difference::MoneyNotConserved { center, balance_total_minor, held_total_minor, funded_total_minor } => {
+                write!(
+                    f,
+                    "{center}: balances add up to {balance_total_minor} and holds to {held_total_minor} but \
+                     {funded_total_minor} was funded"
+                )
+            }
         }
     }
 }
@@ -89,6 +95,7 @@ pub async fn snapshot(pool: &Pool, center: &str) -> Result<CenterSnapshot, Store
     }
     let funded: i64 =
         c.query_one("SELECT COALESCE(sum(funded_minor), 0)::bigint FROM funded", &[]).await?.get(0);
+    let held: i64 = c.query_one("SELECT COALESCE(sum(amount_minor), 0)::bigint FROM hold", &[]).await?.get(0);
     Ok(CenterSnapshot {
         center: center.to_string(),
         seq_applied: w.get::<_, i64>(0) as u64,
@@ -96,6 +103,7 @@ pub async fn snapshot(pool: &Pool, center: &str) -> Result<CenterSnapshot, Store
         seq_unfinal_first: w.get::<_, i64>(2) as u64,
         balances,
         balance_total_minor,
+        held_total_minor: i128::from(held),
         funded_total_minor: i128::from(funded),
     })
 }
@@ -136,10 +144,11 @@ pub fn compare(snapshots: &[CenterSnapshot], hash_at_common: &[(u64, Option<u64>
         if s.seq_applied < highest {
             out.push(Difference::Watermark { center: s.center.clone(), seq_applied: s.seq_applied, highest });
         }
-        if s.balance_total_minor != s.funded_total_minor {
+        if s.balance_total_minor + s.held_total_minor != s.funded_total_minor {
             out.push(Difference::MoneyNotConserved {
                 center: s.center.clone(),
                 balance_total_minor: s.balance_total_minor,
+                held_total_minor: s.held_total_minor,
                 funded_total_minor: s.funded_total_minor,
             });
         }
@@ -189,6 +198,7 @@ mod tests {
             seq_unfinal_first: seq,
             balances: balances.iter().map(|&(id, b)| (id, (b, false))).collect(),
             balance_total_minor: balances.iter().map(|&(_, b)| i128::from(b)).sum(),
+            held_total_minor: 0,
             funded_total_minor: funded,
         }
     }
@@ -226,5 +236,15 @@ mod tests {
             "DC3 is at another seq"
         );
         assert_eq!(d.len(), 4, "{d:?}");
+    }
+
+    /// A plugin's hold moved money out of a balance, not out of the ledger: balances and holds
+    /// together are what was funded.
+    #[test]
+    fn held_money_is_conserved_money() {
+        let mut held = snap("DC1", 9, &[(1, 3), (2, 5)], 10);
+        assert!(!compare(std::slice::from_ref(&held), &[(9, Some(1))]).is_empty(), "2 missing");
+        held.held_total_minor = 2;
+        assert!(compare(&[held], &[(9, Some(1))]).is_empty());
     }
 }

@@ -836,14 +836,8 @@ fn matching_cycle(
     }
     let orders = m.orders;
     wait_figures_for(cluster, "no order in flight", MATCHING_CYCLE_MAX, |f| {
-        let in_flight = [
-            "matching_orders_open",
-            "matching_orders_matching",
-            "matching_sessions_matching",
-            "matching_awaiting_user_decision",
-            "matching_payment_in_progress",
-        ];
-        figure(f, "matching_orders") >= orders && in_flight.iter().all(|n| figure(f, n) == 0)
+        figure(f, "matching_orders") >= orders
+            && rtgs_plugins::MATCHING_IN_FLIGHT_FIGURES.iter().all(|n| figure(f, n) == 0)
     })?;
     let cycle = start.elapsed();
     if !args.json {

@@ -8,6 +8,8 @@
 //! * `load` ([`load`]) — submit transfers to a running production cluster and measure them.
 //! * `http-load` ([`http_load`]) — signed HTTP requests against `rtgs serve`, measured.
 //! * `collect` ([`collect`]) — one sweep cycle of the collection plugin on a production cluster.
+//! * [`matching`] — `rtgs match`: one matching cycle of the matching plugin on a production
+//!   cluster: the workload's accounts, settings and opening offers, then the orders.
 //! * `reconcile` ([`reconcile`]) — compare the production engine's center databases.
 //! * `serve` ([`serve`]) — the embedded cluster behind the participant HTTP API (`rtgs-api`).
 //! * [`plugin_flags`] — the plugin flags every command shares, built into `rtgs_plugins`'s one
@@ -24,6 +26,7 @@ mod collect;
 mod demo;
 mod http_load;
 mod load;
+mod matching;
 mod node;
 mod pg_args;
 mod plugin_flags;
@@ -59,6 +62,8 @@ enum Command {
     Load(load::LoadArgs),
     /// Sweep cycle of the collection plugin on a production cluster started with --collection.
     Collect(collect::CollectArgs),
+    /// Matching cycle of the matching plugin on a production cluster started with --matching.
+    Match(matching::MatchArgs),
     /// Compare the center databases of the production engine (exit 1 on any difference).
     Reconcile(reconcile::ReconcileArgs),
     /// Run the embedded cluster behind the participant HTTP API on 127.0.0.1:8080+PORT_OFFSET.
@@ -76,6 +81,7 @@ fn main() -> ExitCode {
         Command::Node(args) => node::run(*args),
         Command::Load(args) => load::run(args),
         Command::Collect(args) => collect::run(args),
+        Command::Match(args) => matching::run(args),
         Command::Reconcile(args) => reconcile::run(args),
         Command::Serve(args) => serve::run(args),
         Command::HttpLoad(args) => http_load::run(args),

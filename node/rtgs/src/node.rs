@@ -5,6 +5,7 @@ use crate::pg_args::PgArgs;
 use clap::Args;
 use rtgs_core::entry::CenterId;
 use rtgs_engine::{ApiConfig, CollectionConfig, Faults, NodeConfig};
+use rtgs_plugins::MatchingConfig;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -69,10 +70,12 @@ pub struct NodeArgs {
 }
 
 /// `rtgs node` options of the plugins (every center must run the same set: their digests are in
-/// the state hash; `rtgs collect --wallets` must name the same number of wallets).
+/// the state hash; `rtgs collect --wallets` must name the same number of wallets, `rtgs match
+/// --sellers --seed` the same sellers and seed).
 #[derive(Args, Clone, Debug)]
 pub struct PluginArgs {
-    /// Plugins (with `--collection`: 500 wallets and 20 relayers unless set, chain seed 1).
+    /// Plugins (with `--collection`: 500 wallets and 20 relayers unless set, chain seed 1; with
+    /// `--matching`: 500 sellers, seed 1, whose opening offers `rtgs match` sends).
     #[command(flatten)]
     pub flags: crate::plugin_flags::PluginFlags,
     /// A center proposes itself as owner when the owner's acks have not advanced for this long.
@@ -94,8 +97,12 @@ pub struct ApiArgs {
 impl NodeArgs {
     fn config(self) -> anyhow::Result<NodeConfig> {
         let p = self.plugins;
-        let plugins =
-            p.flags.config(CollectionConfig { wallets: 500, relayers: 20, ..Default::default() })?;
+        // The node's marketplace never offers on its own: `rtgs match` opens the sellers'
+        // accounts, then sends their opening offers (a node cannot know when the accounts exist).
+        let matching = MatchingConfig { orders: 0, market_opening_outside: true, ..Default::default() };
+        let plugins = p
+            .flags
+            .config_with(CollectionConfig { wallets: 500, relayers: 20, ..Default::default() }, matching)?;
         Ok(NodeConfig {
             center: CenterId(self.center_id),
             center_count: self.center_count,

@@ -63,7 +63,7 @@ pub struct PluginFlags {
     pub matching_seed: Option<u64>,
 }
 
-fn parse_window(text: &str) -> Result<(u32, u32, u32), String> {
+pub(crate) fn parse_window(text: &str) -> Result<(u32, u32, u32), String> {
     let parts: Vec<&str> = text.split(',').collect();
     let n = |s: &str| s.trim().parse::<u32>().map_err(|e| format!("{s:?}: {e}"));
     match parts.as_slice() {
@@ -73,12 +73,9 @@ fn parse_window(text: &str) -> Result<(u32, u32, u32), String> {
 }
 
 impl PluginFlags {
-    /// The plugins these flags enable, unset values taken from the command's `defaults`.
-    pub fn config(&self, defaults: CollectionConfig) -> anyhow::Result<PluginsConfig> {
-        self.config_with(defaults, MatchingConfig::default())
-    }
-
-    /// [`PluginFlags::config`] with the command's matching defaults too.
+    /// The plugins these flags enable, unset values taken from the command's `defaults` (each
+    /// command has its own: a demo sweeps 100,000 wallets, a node's marketplace waits for
+    /// `rtgs match`).
     pub fn config_with(
         &self,
         defaults: CollectionConfig,
@@ -106,6 +103,7 @@ impl PluginFlags {
                 decision_grace_s,
                 quick_timings: matching.quick_timings,
                 market_start_ms: matching.market_start_ms,
+                market_opening_outside: matching.market_opening_outside,
                 order_ttl_s: matching.order_ttl_s,
             }),
             withdrawal: self.withdrawal.then(|| {

@@ -1,7 +1,8 @@
 //! `rtgs reconcile`: compare the center databases of the production engine (seed 003 §10) —
 //! watermarks, the state hash at the highest common seq (and, on a mismatch, the first seq whose
-//! outcome or hash differs), balances, and each center's money total. Prints the differences
-//! (`--json` for machines); the exit status is non-zero if there is any.
+//! outcome or hash differs), balances, and each center's money total (balances and plugin holds
+//! together). Prints the differences (`--json` for machines); the exit status is non-zero if there
+//! is any.
 
 use anyhow::Context;
 use clap::Args;
@@ -32,6 +33,7 @@ struct CenterJson {
     seq_unfinal_first: u64,
     accounts: usize,
     balance_total_minor: String,
+    held_total_minor: String,
     funded_total_minor: String,
 }
 
@@ -55,12 +57,13 @@ pub fn run(args: ReconcileArgs) -> anyhow::Result<ExitCode> {
     } else {
         for c in &report.centers {
             println!(
-                "{}: seq_applied {} state_hash {} accounts {} balances {} funded {}",
+                "{}: seq_applied {} state_hash {} accounts {} balances {} held {} funded {}",
                 c.center,
                 c.seq_applied,
                 c.state_hash,
                 c.accounts,
                 c.balance_total_minor,
+                c.held_total_minor,
                 c.funded_total_minor
             );
         }
@@ -110,6 +113,7 @@ async fn reconcile(args: &ReconcileArgs) -> anyhow::Result<Report> {
                 seq_unfinal_first: s.seq_unfinal_first,
                 accounts: s.balances.len(),
                 balance_total_minor: s.balance_total_minor.to_string(),
+                held_total_minor: s.held_total_minor.to_string(),
                 funded_total_minor: s.funded_total_minor.to_string(),
             })
             .collect(),

@@ -16,7 +16,9 @@
 //! simulated marketplace (`--matching-sellers` sellers, default 20); on a fresh data directory the
 //! workload's accounts (LP, sellers, partners) are opened and funded and its LP account and
 //! partners' windows journaled before the sellers offer (5 s after the start), and the widget and
-//! operator matching endpoints answer. Orders come from outside (the journal's `SubmitOrder`).
+//! operator matching endpoints answer. Orders come from outside (the journal's `SubmitOrder`); the
+//! customers' PII of orders submitted over HTTP is kept in `<data-dir>/matching-pii.log`, beside the
+//! journal, synced before an order is acknowledged and read back at start.
 
 use anyhow::Context;
 use clap::Args;
@@ -35,6 +37,8 @@ use std::sync::Arc;
 
 /// The API's port when `PORT_OFFSET` is 0.
 const PORT_BASE: u16 = 8080;
+/// The matching orders' customer PII, in the data directory beside (never in) the journal.
+pub const PII_FILE: &str = "matching-pii.log";
 
 #[derive(Args)]
 pub struct ServeArgs {
@@ -86,7 +90,13 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let mut config = ClusterConfig::new(&args.data_dir);
     config.journal_mirror = args.journal_mirror.clone();
     let cluster = start_cluster(&config, &plugins).context("starting the cluster")?;
-    let api = start_api(&cluster, &plugins, credentials);
+    let pii = match plugins.matching {
+        Some(_) => {
+            rtgs_api::pii::PiiStore::open(&args.data_dir.join(PII_FILE)).context("opening the PII store")?
+        }
+        None => rtgs_api::pii::PiiStore::in_memory(),
+    };
+    let api = start_api(&cluster, &plugins, credentials, pii);
     let fresh = cluster.recovery().journal.seq_last == 0;
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let served = rt.block_on(async {
@@ -157,14 +167,15 @@ pub fn start_cluster(
 }
 
 /// The HTTP API over the embedded cluster (submissions enter through DC1); its read model
-/// replays the journal files with a replica of the same plugins.
+/// replays the journal files with a replica of the same plugins; customers' PII in `pii`.
 pub fn start_api(
     cluster: &Cluster,
     plugins: &PluginsConfig,
     credentials: rtgs_api::config::Credentials,
+    pii: rtgs_api::pii::PiiStore,
 ) -> Api {
     let link = cluster.client_link();
-    Api::start_linked(
+    Api::start_linked_with_pii(
         EngineLink {
             submit: Arc::new(link.submit),
             events: link.events,
@@ -174,6 +185,7 @@ pub fn start_api(
         },
         credentials,
         CenterId(1),
+        pii,
     )
 }
 

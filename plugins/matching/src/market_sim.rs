@@ -46,6 +46,8 @@ pub struct MarketConfig {
     pub users: UserPolicy,
     /// The sellers' first offers wait this long after the first poll (a node whose sellers'
     /// accounts are opened by the same run: an offer naming an unknown account is refused).
+    /// `u64::MAX`: never — the opening offers come from outside ([`MarketSim::opening_offers`],
+    /// sent by whoever opens the accounts).
     pub start_after_us: u64,
 }
 
@@ -153,6 +155,19 @@ impl MarketSim {
             offer_minor: self.offer(i, version),
         });
         (Bmi::new(format!("SO{}.{version}", seller.0).as_bytes()).ok(), cmd)
+    }
+
+    /// Every seller's offer at its current version (a fresh simulator: the opening offers its
+    /// first poll sends once started), under the same `bmi`s. For a driver that opens the
+    /// sellers' accounts itself and sends these after them (`rtgs match` on the production
+    /// engine, whose nodes cannot know when the accounts exist).
+    pub fn opening_offers(&self) -> Vec<(Bmi, MatchingCommand)> {
+        (0..self.cfg.sellers)
+            .filter_map(|i| {
+                let (bmi, cmd) = self.offer_command(i);
+                Some((bmi?, cmd))
+            })
+            .collect()
     }
 
     /// Executes a hand-off (the rail watches each P2P leg's payment) or a decision prompt.

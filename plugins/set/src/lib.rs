@@ -37,6 +37,16 @@ use serde::{Deserialize, Serialize};
 /// Where every simulated chain's clock starts (µs).
 pub const CHAIN_START_US: u64 = 1_000_000;
 
+/// The matching plugin's figures that count orders and sessions still in flight: a driver
+/// waiting for a cycle to end waits until they are all 0 (the demo, `rtgs match`).
+pub const MATCHING_IN_FLIGHT_FIGURES: [&str; 5] = [
+    "matching_orders_open",
+    "matching_orders_matching",
+    "matching_sessions_matching",
+    "matching_awaiting_user_decision",
+    "matching_payment_in_progress",
+];
+
 /// The plugins a cluster runs. Every center of a cluster must run the same set.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -75,6 +85,11 @@ pub struct MatchingConfig {
     /// their accounts first; an offer naming an unknown account is refused).
     #[serde(default)]
     pub market_start_ms: u64,
+    /// The marketplace never offers on its own: its opening offers come from outside
+    /// ([`MatchingConfig::opening_offers`], sent by `rtgs match` after it opened the sellers'
+    /// accounts). A production node cannot know when that happens.
+    #[serde(default)]
+    pub market_opening_outside: bool,
     /// How long an order lives unless its user ends it (none: the workload's hour). A trade the
     /// LP never completes keeps its order in payment until then.
     #[serde(default)]
@@ -93,6 +108,7 @@ impl Default for MatchingConfig {
             decision_grace_s: 300,
             quick_timings: false,
             market_start_ms: 0,
+            market_opening_outside: false,
             order_ttl_s: None,
         }
     }
@@ -155,8 +171,20 @@ impl MatchingConfig {
 
     pub fn adapter(&self) -> MatchingAdapter<LpSim> {
         let mut market = self.workload().market();
-        market.start_after_us = self.market_start_ms.saturating_mul(1_000);
+        market.start_after_us =
+            if self.market_opening_outside { u64::MAX } else { self.market_start_ms.saturating_mul(1_000) };
         MatchingAdapter::new(LpSim::new(self.lp(), self.seed), MarketSim::new(market, self.seed))
+    }
+
+    /// The marketplace's opening offers — the same commands under the same `bmi`s as a node's
+    /// simulated marketplace would send (same sellers, same seed) — for a driver that sends them
+    /// once the sellers' accounts exist.
+    pub fn opening_offers(&self) -> Vec<(Bmi, PluginCommand)> {
+        MarketSim::new(self.workload().market(), self.seed)
+            .opening_offers()
+            .into_iter()
+            .filter_map(|(bmi, c)| Some((bmi, c.to_plugin_command().ok()?)))
+            .collect()
     }
 }
 
@@ -534,6 +562,23 @@ mod tests {
         let bad_window =
             PluginsConfig::matching(MatchingConfig { lp_phase_s: 0, ..MatchingConfig::default() });
         assert!(bad_window.check().is_err());
+    }
+
+    /// A node whose marketplace opens from outside never offers on its own, and the offers the
+    /// driver sends (`rtgs match`) are the ones the marketplace would have sent, under the same
+    /// `bmi`s (both sent: one entry).
+    #[test]
+    fn opening_offers_from_outside_are_the_marketplaces_own() {
+        let m = MatchingConfig { sellers: 5, ..MatchingConfig::default() };
+        let (mut own, mut offers) = (m.adapter(), Vec::new());
+        own.poll(1_000, &mut offers);
+        assert_eq!(offers.len(), 5);
+        assert_eq!(offers, m.opening_offers());
+        let outside = MatchingConfig { market_opening_outside: true, ..m };
+        let (mut quiet, mut none) = (outside.adapter(), Vec::new());
+        quiet.poll(1_000, &mut none);
+        quiet.poll(1_000 + 3_600_000_000, &mut none);
+        assert!(none.is_empty(), "{none:?}");
     }
 
     /// ☠️ Seed 002 §4-b 정정 ②: one switch. Hosting the matching plugin is its only switch —

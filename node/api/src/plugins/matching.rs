@@ -7,8 +7,9 @@
 //!   else's is 404 `unknown_order`, so ids cannot be probed.
 //! * **Orders with PII** (`POST /v1/matching/orders`, participant): the order is journaled with
 //!   an opaque customer reference (a digest of the submitter, the order and its `bmi`: nothing of
-//!   the customer); the customer's name, phone and bank account stay in this API's memory at the
-//!   origin center ([`PiiStore`], bounded), readable by the participant that submitted the order
+//!   the customer); the customer's name, phone and bank account stay at the origin center
+//!   ([`crate::pii::PiiStore`]: bounded, in memory and, with a data directory, in a file beside
+//!   the journal, synced before the order is acknowledged), readable by the participant that submitted the order
 //!   (`GET /v1/matching/orders/{id}/customer`) and by operators
 //!   (`GET /v1/operator/matching/orders/{id}/customer`). The journal is replicated and kept
 //!   forever; PII never enters it.
@@ -29,6 +30,7 @@
 use crate::auth::Participant;
 use crate::checks::{parse_bmi, parse_json};
 use crate::error::ApiError;
+use crate::pii::{Customer, PII_FIELD_CHARS_MAX};
 use crate::server::{accepted, authenticated, submit, AppState};
 use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
@@ -534,25 +536,6 @@ async fn get_dead_letters(
     Ok(Json(with_seq(answer, seq)).into_response())
 }
 
-/// Customers' PII of the orders submitted through this API (the origin center), by order:
-/// the submitting participant's key and the customer. In memory, bounded by
-/// [`PII_ORDERS_MAX`]; never journaled, never replicated.
-#[derive(Default)]
-pub(crate) struct PiiStore(std::sync::Mutex<std::collections::BTreeMap<u64, (Arc<str>, Customer)>>);
-
-/// Orders whose customers' PII this API keeps at once.
-pub const PII_ORDERS_MAX: usize = 1_000_000;
-/// Characters of each PII field.
-const PII_FIELD_CHARS_MAX: usize = 128;
-
-#[derive(Clone, Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct Customer {
-    name: String,
-    phone: String,
-    bank_account: String,
-}
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct OrderRequest {
@@ -624,36 +607,25 @@ async fn submit_order(State(state): State<Arc<AppState>>, request: Request) -> R
         credit_account: rtgs_matching::types::Account(account),
         expires_at_us: now_us + req.expires_in_s * 1_000_000,
     });
-    {
-        let mut store = state.matching_pii.0.lock().map_err(|_| {
-            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "the PII store failed")
-        })?;
-        match store.get(&req.order) {
-            Some((owner, _)) if **owner != *participant.key_id => {
-                let message = format!("order {} is another participant's", req.order);
-                return Err(ApiError::bad_request("invalid_field", message));
-            }
-            None if store.len() >= PII_ORDERS_MAX => {
-                return Err(ApiError::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "unavailable",
-                    "the PII store is full",
-                ));
-            }
-            _ => {}
+    // Durable before the order is journaled and acknowledged.
+    match state.matching_pii.put(req.order, &participant.key_id, &req.customer) {
+        Ok(true) => {}
+        Ok(false) => {
+            let message = format!("order {} is another participant's", req.order);
+            return Err(ApiError::bad_request("invalid_field", message));
         }
-        store.insert(req.order, (Arc::clone(&participant.key_id), req.customer.clone()));
+        Err(e) => return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", e.to_string())),
     }
     journal(&state, &req.bmi, &participant.key_id, cmd).await
 }
 
 fn customer_of(state: &AppState, order: u64, owner: Option<&str>) -> Result<Response, ApiError> {
-    let store =
-        state.matching_pii.0.lock().map_err(|_| {
-            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "the PII store failed")
-        })?;
-    match store.get(&order) {
-        Some((key, c)) if owner.is_none_or(|o| o == &**key) => {
+    let found = state
+        .matching_pii
+        .get(order)
+        .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", e.to_string()))?;
+    match found {
+        Some((key, c)) if owner.is_none_or(|o| o == &*key) => {
             Ok(Json(json!({ "order": order, "customer": c })).into_response())
         }
         _ => Err(unknown_order(OrderId(order))),

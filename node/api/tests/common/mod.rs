@@ -84,15 +84,34 @@ pub async fn start_collection(dir: &std::path::Path, chain: ChainSim, time_scale
 }
 
 /// [`start`] (accounts set up) with the matching plugin in every center and `adapter` as its
-/// outside world.
+/// outside world; the customers' PII in [`PII_FILE`] of the data directory, as `rtgs serve` does.
 pub async fn start_matching(
     dir: &std::path::Path,
     adapter: Box<dyn rtgs_core::plugin::EffectAdapter>,
 ) -> Node {
-    let setup =
+    start_matching_with(dir, true, adapter).await
+}
+
+/// [`start_matching`] on the data directory of a stopped one (nothing set up again).
+pub async fn restart_matching(
+    dir: &std::path::Path,
+    adapter: Box<dyn rtgs_core::plugin::EffectAdapter>,
+) -> Node {
+    start_matching_with(dir, false, adapter).await
+}
+
+/// The customers' PII beside the journal (the name `rtgs serve` gives it).
+pub const PII_FILE: &str = "matching-pii.log";
+
+async fn start_matching_with(
+    dir: &std::path::Path,
+    setup: bool,
+    adapter: Box<dyn rtgs_core::plugin::EffectAdapter>,
+) -> Node {
+    let plugins =
         PluginSetup { make: Box::new(|| vec![Box::new(rtgs_matching::MatchingPlugin::new())]), adapter };
     let set = rtgs_plugins::PluginsConfig::matching(Default::default());
-    start_with(dir, true, Some((setup, set))).await
+    start_with(dir, setup, Some((plugins, set))).await
 }
 
 /// [`start`] (accounts set up) with the withdrawal plugin in every center, its effects executed
@@ -123,7 +142,11 @@ async fn start_with(
         None => (Cluster::start(&config).expect("cluster starts"), PluginHost::empty(CenterId(0))),
     };
     let link = cluster.client_link();
-    let api = Api::start_linked(
+    let pii = match rtgs_plugins::matching(&host) {
+        None => rtgs_api::pii::PiiStore::in_memory(),
+        Some(_) => rtgs_api::pii::PiiStore::open(&dir.join(PII_FILE)).expect("the PII store opens"),
+    };
+    let api = Api::start_linked_with_pii(
         EngineLink {
             submit: std::sync::Arc::new(link.submit),
             events: link.events,
@@ -133,6 +156,7 @@ async fn start_with(
         },
         credentials,
         CenterId(1),
+        pii,
     );
     if setup {
         api.setup_accounts(&accounts).await.expect("accounts set up");
