@@ -10,6 +10,8 @@
 //! * `collect` ([`collect`]) — one sweep cycle of the collection plugin on a production cluster.
 //! * [`matching`] — `rtgs match`: one matching cycle of the matching plugin on a production
 //!   cluster: the workload's accounts, settings and opening offers, then the orders.
+//! * [`withdraw`] — `rtgs withdraw`: one withdrawal cycle of the withdrawal plugin on a
+//!   production cluster: the world's accounts, chains, assets, vaults and timers, then the requests.
 //! * `reconcile` ([`reconcile`]) — compare the production engine's center databases.
 //! * `serve` ([`serve`]) — the embedded cluster behind the participant HTTP API (`rtgs-api`).
 //! * [`plugin_flags`] — the plugin flags every command shares, built into `rtgs_plugins`'s one
@@ -35,6 +37,7 @@ mod serve;
 mod sim;
 mod timeline;
 mod verify;
+mod withdraw;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -64,6 +67,8 @@ enum Command {
     Collect(collect::CollectArgs),
     /// Matching cycle of the matching plugin on a production cluster started with --matching.
     Match(matching::MatchArgs),
+    /// Withdrawal cycle of the withdrawal plugin on a production cluster started with --withdrawal.
+    Withdraw(withdraw::WithdrawArgs),
     /// Compare the center databases of the production engine (exit 1 on any difference).
     Reconcile(reconcile::ReconcileArgs),
     /// Run the embedded cluster behind the participant HTTP API on 127.0.0.1:8080+PORT_OFFSET.
@@ -82,6 +87,7 @@ fn main() -> ExitCode {
         Command::Load(args) => load::run(args),
         Command::Collect(args) => collect::run(args),
         Command::Match(args) => matching::run(args),
+        Command::Withdraw(args) => withdraw::run(args),
         Command::Reconcile(args) => reconcile::run(args),
         Command::Serve(args) => serve::run(args),
         Command::HttpLoad(args) => http_load::run(args),

@@ -167,7 +167,7 @@ async fn match_cycle(args: &MatchArgs, m: &MatchingConfig) -> anyhow::Result<Exi
 }
 
 /// A plugin figure of a node's status (0 if absent).
-fn figure(status: &Value, name: &str) -> u64 {
+pub(crate) fn figure(status: &Value, name: &str) -> u64 {
     status["plugins"][name].as_u64().unwrap_or(0)
 }
 
@@ -220,7 +220,7 @@ async fn wait(
     }
 }
 
-async fn submit(
+pub(crate) async fn submit(
     producer: &rdkafka::producer::FutureProducer,
     topic: &str,
     commands: &[Command],

@@ -1,5 +1,5 @@
 //! The drill harness shared by the production-engine tests (`cluster.rs`, `plugins.rs`,
-//! `matching.rs`, `node_api.rs`, `prometheus.rs`): three real `rtgs node` processes on the real
+//! `matching.rs`, `withdrawal.rs`, `node_api.rs`, `prometheus.rs`): three real `rtgs node` processes on the real
 //! broker and PostgreSQL (started through `scripts/infra-up.sh`; a test fails, never skips, if
 //! they cannot be started), each with its own topic prefix and databases, their status files,
 //! `rtgs load`, `rtgs reconcile` and SQL checks. Drills run one at a time (they share two cores with the servers).
