@@ -1,6 +1,6 @@
 //! The drill harness shared by the production-engine tests (`cluster.rs`, `plugins.rs`,
-//! `matching.rs`, `withdrawal.rs`, `node_api.rs`, `prometheus.rs`): three real `rtgs node` processes on the real
-//! broker and PostgreSQL (started through `scripts/infra-up.sh`; a test fails, never skips, if
+//! `matching.rs`, `withdrawal.rs`, `node_api.rs`, `prometheus.rs`): three real `rtgs node`
+//! processes on the real broker and PostgreSQL (started through `scripts/infra-up.sh`; a test fails, never skips, if
 //! they cannot be started), each with its own topic prefix and databases, their status files,
 //! `rtgs load`, `rtgs reconcile` and SQL checks. Drills run one at a time (they share two cores with the servers).
 #![allow(dead_code)] // each test file uses its own part of the harness
