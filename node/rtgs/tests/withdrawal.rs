@@ -6,7 +6,8 @@
 //! open), some COMPLETED, that only the owner talked to the simulated world, that the three
 //! centers' stored plugin states are one state and the databases reconcile, and that a center
 //! killed with SIGKILL resumes from its stored plugin state and agrees again after a second
-//! cycle.
+//! cycle; and that when the owner is killed mid-cycle a survivor takes over and every request
+//! still ends.
 //!
 //! The plugin's timers run on journal time, so these nodes run with idle ticks: their journals
 //! never stop growing, and a comparison of the databases waits for a moment when the three are
@@ -39,17 +40,28 @@ fn withdrawal_cluster(name: &str) -> Cluster {
     c
 }
 
-/// `rtgs withdraw` with these extra arguments, waiting on the three status files; its report.
-fn run_withdraw(c: &Cluster, args: &[&str]) -> Value {
+/// `rtgs withdraw` with these extra arguments, waiting on the status files of `centers`.
+fn withdraw_command(c: &Cluster, args: &[&str], centers: &[usize]) -> Command {
     let mut cmd = Command::new(BIN);
     cmd.args(["withdraw", "--topic-prefix", &c.prefix, "--timeout-s", "180"])
         .args(["--requests", &REQUESTS.to_string(), "--customers", &CUSTOMERS.to_string()])
         .args(["--vaults", &VAULTS.to_string(), "--seed", &SEED.to_string()])
         .args(args);
-    for center in 1..=3 {
-        cmd.arg("--status-file").arg(c.status_path(center));
+    for center in centers {
+        cmd.arg("--status-file").arg(c.status_path(*center));
     }
-    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run rtgs withdraw: {e}"));
+    cmd
+}
+
+/// `rtgs withdraw` with these extra arguments, waiting on the three status files; its report.
+fn run_withdraw(c: &Cluster, args: &[&str]) -> Value {
+    let out = withdraw_command(c, args, &[1, 2, 3])
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run rtgs withdraw: {e}"));
+    withdraw_report(c, out)
+}
+
+fn withdraw_report(c: &Cluster, out: std::process::Output) -> Value {
     assert!(
         out.status.success(),
         "rtgs withdraw failed: {}\n{}\nDC1:\n{}\nDC2:\n{}\nDC3:\n{}",
@@ -160,4 +172,44 @@ fn withdrawals_on_the_production_engine_all_end_in_one_state_and_survive_a_kill9
     assert_cycle(&second, 2 * REQUESTS);
     assert_stored_states_agree(&c);
     reconcile_eventually(&c);
+}
+
+/// The owner DC1 is killed in the middle of a cycle: a survivor proposes itself through the
+/// journal, re-executes the pending effects on its own simulated world, and every request still
+/// ends, DC2 and DC3 in one state.
+#[test]
+fn a_silent_owner_is_replaced_mid_cycle_and_every_withdrawal_still_ends() {
+    let _one = lock();
+    let mut c = withdrawal_cluster("wown");
+    for env in &mut c.extra_env {
+        env.push(("RTGS_OWNER_SILENCE_S".into(), "3".into()));
+    }
+    c.start_all();
+    let child = withdraw_command(&c, &[], &[2, 3])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run rtgs withdraw: {e}"));
+    c.wait("the requests journaled on DC2", 60, |s| {
+        s[1].as_ref().is_some_and(|s| s["plugins"]["withdrawal_requests"].as_u64() >= Some(REQUESTS))
+    });
+    c.kill9(1);
+    c.wait("a survivor to own the plugin on both survivors", 40, |s| {
+        let owners: Vec<u64> =
+            s[1..].iter().flatten().filter_map(|s| s["plugins"]["owner_center"].as_u64()).collect();
+        owners.len() == 2 && owners[0] == owners[1] && owners[0] != 1
+    });
+    let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    let report = withdraw_report(&c, out);
+    assert_eq!(u(&report["requests"]), REQUESTS, "{report}");
+    assert_eq!(u(&report["open"]), 0, "every request ended: {report}");
+    assert_eq!(report["plugin_state_consistent"], true, "{report}");
+    let owner = u(&report["owner_center"]) as usize;
+    assert!(owner == 2 || owner == 3, "a survivor owns the plugin: {report}");
+    let s = c.statuses();
+    let handed = s[owner - 1].as_ref().map(|s| u(&s["plugins"]["effects_handed"]));
+    assert!(
+        handed.is_some_and(|h| h > 0),
+        "the new owner DC{owner} executed the plugin's effects: {handed:?}"
+    );
 }
