@@ -319,10 +319,10 @@ impl CenterThread {
             }
         }
         if !out.effects.is_empty() {
-            self.to_adapter(ToAdapter::Effects(me, std::mem::take(&mut out.effects)));
+            self.send_to_adapter(ToAdapter::Effects(me, std::mem::take(&mut out.effects)));
         }
         if !out.commands.is_empty() {
-            self.to_adapter(ToAdapter::Submit(std::mem::take(&mut out.commands)));
+            self.send_to_adapter(ToAdapter::Submit(std::mem::take(&mut out.commands)));
         }
         self.trim();
         Ok(())
@@ -373,7 +373,7 @@ impl CenterThread {
         self.flush_adapter();
     }
 
-    fn to_adapter(&mut self, message: ToAdapter) {
+    fn send_to_adapter(&mut self, message: ToAdapter) {
         if self.links.adapter_tx.is_some() {
             self.adapter_outbox.push_back(message);
             self.flush_adapter();

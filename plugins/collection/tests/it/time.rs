@@ -79,7 +79,7 @@ fn the_schedule_and_the_stale_monitor_fire_under_continuous_traffic() {
         }));
         entries.clear();
         admissions.clear();
-        let commands: Vec<Command> = inbound.drain(..).collect();
+        let commands: Vec<Command> = std::mem::take(&mut inbound);
         let mut lookups = Vec::with_capacity(commands.len());
         index.lookup(&commands, &mut lookups);
         sequencer.handle_commands(now, commands, &lookups, &mut entries, &mut admissions);
