@@ -15,10 +15,9 @@
 
 mod common;
 
-use common::{lock, u, Cluster, BIN};
+use common::{assert_stored_states_agree, lock, reconcile_eventually, u, Cluster, BIN};
 use serde_json::Value;
 use std::process::Command;
-use std::time::Duration;
 
 const REQUESTS: u64 = 30;
 const CUSTOMERS: u64 = 10;
@@ -62,19 +61,7 @@ fn run_withdraw(c: &Cluster, args: &[&str]) -> Value {
 }
 
 fn withdraw_report(c: &Cluster, out: std::process::Output) -> Value {
-    assert!(
-        out.status.success(),
-        "rtgs withdraw failed: {}\n{}\nDC1:\n{}\nDC2:\n{}\nDC3:\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-        c.log(1),
-        c.log(2),
-        c.log(3)
-    );
-    let report: Value =
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("withdraw report: {e}"));
-    eprintln!("withdraw report: {report}");
-    report
+    c.command_report("rtgs withdraw", out)
 }
 
 fn assert_cycle(report: &Value, requests: u64) {
@@ -83,55 +70,6 @@ fn assert_cycle(report: &Value, requests: u64) {
     assert!(u(&report["completed"]) >= 1, "a calm world completes withdrawals: {report}");
     assert_eq!(report["plugin_state_consistent"], true, "{report}");
     assert_eq!(report["waited"], true, "{report}");
-}
-
-/// The three centers' stored plugin rows are one state at their watermark, at some moment
-/// (idle ticks move the watermarks: read until the three are read at the same seq).
-fn assert_stored_states_agree(c: &Cluster) {
-    let mut last = Vec::new();
-    for _ in 0..40 {
-        last = (1..=3)
-            .map(|center| {
-                let row = c.sql(
-                    center,
-                    "SELECT w.seq_applied, p.kind, p.seq_applied, p.state_hash
-                       FROM watermark w, plugin_state p WHERE w.id = 1 ORDER BY p.kind",
-                    &[],
-                );
-                row.iter()
-                    .map(|r| {
-                        (r.get::<_, i64>(0), r.get::<_, String>(1), r.get::<_, i64>(2), r.get::<_, i64>(3))
-                    })
-                    .collect::<Vec<_>>()
-            })
-            .collect::<Vec<_>>();
-        let one_row_at_watermark =
-            last.iter().all(|rows| rows.len() == 1 && rows[0].1 == "withdrawal" && rows[0].0 == rows[0].2);
-        assert!(one_row_at_watermark, "each center stores one withdrawal row at its watermark: {last:?}");
-        if last.iter().all(|rows| rows == &last[0]) {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(250));
-    }
-    panic!("the centers' stored plugin states were never one state at one seq: {last:?}");
-}
-
-/// `rtgs reconcile` finds no difference at some moment (idle ticks keep the watermarks moving).
-fn reconcile_eventually(c: &Cluster) {
-    let mut report = Value::Null;
-    for _ in 0..20 {
-        let out = Command::new(BIN)
-            .args(["reconcile", "--json", "--db-prefix", &format!("{}_dc", c.prefix)])
-            .output()
-            .unwrap_or_else(|e| panic!("{e}"));
-        report = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("reconcile: {e}: {}", String::from_utf8_lossy(&out.stderr)));
-        if out.status.success() && report["ok"] == true {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(300));
-    }
-    panic!("the centers never reconciled: {report}");
 }
 
 #[test]
@@ -151,7 +89,7 @@ fn withdrawals_on_the_production_engine_all_end_in_one_state_and_survive_a_kill9
     // Only the owner talked to the world (custody, screener, policy engine, chains).
     let handed: Vec<u64> = s.iter().flatten().map(|s| u(&s["plugins"]["effects_handed"])).collect();
     assert!(handed[0] > 0 && handed[1] == 0 && handed[2] == 0, "effects handed per center: {handed:?}");
-    assert_stored_states_agree(&c);
+    assert_stored_states_agree(&c, "withdrawal");
     reconcile_eventually(&c);
 
     // kill -9 a center that neither leads the sequencer nor owns the plugin, start it again: it
@@ -170,7 +108,7 @@ fn withdrawals_on_the_production_engine_all_end_in_one_state_and_survive_a_kill9
     );
     let second = run_withdraw(&c, &["--no-setup", "--first-request", &REQUESTS.to_string()]);
     assert_cycle(&second, 2 * REQUESTS);
-    assert_stored_states_agree(&c);
+    assert_stored_states_agree(&c, "withdrawal");
     reconcile_eventually(&c);
 }
 

@@ -298,6 +298,76 @@ impl Drop for Cluster {
     }
 }
 
+impl Cluster {
+    /// The JSON report a driver command (`rtgs match`, `rtgs withdraw`, ...) printed; on failure
+    /// the panic shows its output and the three centers' logs.
+    pub fn command_report(&self, what: &str, out: std::process::Output) -> Value {
+        assert!(
+            out.status.success(),
+            "{what} failed: {}\n{}\nDC1:\n{}\nDC2:\n{}\nDC3:\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            self.log(1),
+            self.log(2),
+            self.log(3)
+        );
+        let report: Value =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{what} report: {e}"));
+        eprintln!("{what} report: {report}");
+        report
+    }
+}
+
+/// The three centers' stored plugin rows are one state at their watermark, at some moment (idle
+/// ticks move the watermarks: read until the three are read at the same seq); each center stores
+/// exactly one row, of plugin `kind`.
+pub fn assert_stored_states_agree(c: &Cluster, kind: &str) {
+    let mut last = Vec::new();
+    for _ in 0..40 {
+        last = (1..=3)
+            .map(|center| {
+                let row = c.sql(
+                    center,
+                    "SELECT w.seq_applied, p.kind, p.seq_applied, p.state_hash
+                       FROM watermark w, plugin_state p WHERE w.id = 1 ORDER BY p.kind",
+                    &[],
+                );
+                row.iter()
+                    .map(|r| {
+                        (r.get::<_, i64>(0), r.get::<_, String>(1), r.get::<_, i64>(2), r.get::<_, i64>(3))
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect::<Vec<_>>();
+        let one_row_at_watermark =
+            last.iter().all(|rows| rows.len() == 1 && rows[0].1 == kind && rows[0].0 == rows[0].2);
+        assert!(one_row_at_watermark, "each center stores one {kind} row at its watermark: {last:?}");
+        if last.iter().all(|rows| rows == &last[0]) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    panic!("the centers' stored plugin states were never one state at one seq: {last:?}");
+}
+
+/// `rtgs reconcile` finds no difference at some moment (idle ticks keep the watermarks moving).
+pub fn reconcile_eventually(c: &Cluster) {
+    let mut report = Value::Null;
+    for _ in 0..20 {
+        let out = Command::new(BIN)
+            .args(["reconcile", "--json", "--db-prefix", &format!("{}_dc", c.prefix)])
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        report = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("reconcile: {e}: {}", String::from_utf8_lossy(&out.stderr)));
+        if out.status.success() && report["ok"] == true {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    panic!("the centers never reconciled: {report}");
+}
+
 pub fn lock() -> std::sync::MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
