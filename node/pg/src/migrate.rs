@@ -34,13 +34,19 @@ pub async fn migrate(client: &mut Client, schema: Schema) -> Result<Vec<&'static
         Schema::Sequencer => SEQUENCER,
         Schema::Center => CENTER,
     };
-    client
-        .batch_execute(
-            "SET client_min_messages = warning;
-             CREATE TABLE IF NOT EXISTS schema_migrations (
-                 version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())",
-        )
-        .await?;
+    client.batch_execute("SET client_min_messages = warning").await?;
+    // The bookkeeping table is created under the same lock as the migrations: two nodes
+    // starting together on an empty database would otherwise race on `CREATE TABLE IF NOT
+    // EXISTS`, which PostgreSQL does not serialize (the loser fails with "relation already
+    // exists" or a unique violation on pg_type).
+    let tx = client.transaction().await?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&LOCK_KEY]).await?;
+    tx.batch_execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (
+             version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())",
+    )
+    .await?;
+    tx.commit().await?;
     let mut applied = Vec::new();
     for (version, sql) in files {
         let tx = client.transaction().await?;

@@ -351,3 +351,46 @@ async fn fresh_pool(name: &str) -> deadpool_postgres::Pool {
     let s = dev::PgSettings::from_env();
     rtgs_pg::pool(&s.host, s.port, &s.user, &s.password, name, 1).unwrap_or_else(|e| panic!("{e}"))
 }
+
+/// Three nodes starting together on an empty database migrate it once, and none of them fails
+/// (CI saw "relation schema_migrations already exists" when the bookkeeping table was created
+/// outside the migration lock).
+#[tokio::test]
+async fn concurrent_migrations_of_an_empty_database_all_succeed() {
+    if let Err(e) = dev::start_postgres() {
+        panic!("PostgreSQL could not be started, so this test cannot run: {e}");
+    }
+    let pg = dev::PgSettings::from_env();
+    for round in 0..5 {
+        let name = format!("rtgs_test_concurrent_migrate_{round}");
+        let conn = format!(
+            "host={} port={} user={} password={} dbname=postgres",
+            pg.host, pg.port, pg.user, pg.password
+        );
+        let (admin, driver) =
+            tokio_postgres::connect(&conn, tokio_postgres::NoTls).await.unwrap_or_else(|e| panic!("{e}"));
+        tokio::spawn(driver);
+        // Two statements: CREATE DATABASE cannot run inside the implicit transaction of one.
+        for sql in [format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"), format!("CREATE DATABASE {name}")]
+        {
+            admin.batch_execute(&sql).await.unwrap_or_else(|e| panic!("{sql}: {e:?}"));
+        }
+        let pool = rtgs_pg::pool(&pg.host, pg.port, &pg.user, &pg.password, &name, 8)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut tasks = Vec::new();
+        for _ in 0..6 {
+            let pool = pool.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut client = pool.get().await.map_err(|e| e.to_string())?;
+                migrate(&mut client, Schema::Sequencer).await.map_err(|e| e.to_string())
+            }));
+        }
+        let mut applied = 0;
+        for t in tasks {
+            let done =
+                t.await.unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|e| panic!("round {round}: {e}"));
+            applied += done.len();
+        }
+        assert_eq!(applied, 3, "round {round}: each migration applied exactly once");
+    }
+}
