@@ -37,7 +37,7 @@ leader() { for c in 1 2 3; do [ "$(field $c leader)" = True ] && { echo $c; retu
 cleanup() { for c in 1 2 3; do [ -f "$DIR/dc$c.pid" ] && kill "$(cat "$DIR/dc$c.pid")" 2>/dev/null || true; done; }
 trap cleanup EXIT
 for c in 1 2 3; do start $c; done
-until [ "$(leader)" != 0 ]; do sleep 0.5; done; sleep 8   # let the group settle
+until [ "$(leader)" != 0 ]; do sleep 0.5; done; sleep 2   # let the leadership settle
 if [ "$N" = 0 ]; then   # catch-up only: the accounts still need opening and funding
   "$BIN" load --topic-prefix "$P" --transfers 1 --accounts 10000 --timeout-s 600 >/dev/null
 else

@@ -31,9 +31,8 @@
 //! of the work it covers (the watermark with the entries, the finality and ack positions with
 //! the next commit, the inbound offset with the outbox batch), so stopping at any instant is
 //! safe and a start always recovers the same way, whether after `kill -9` or SIGTERM. On SIGTERM
-//! or Ctrl-C the node therefore drops its tasks (their consumers leave their groups at once, so
-//! the sequencer's group hands over without waiting for a session timeout), writes the status
-//! once more and exits; nothing is flushed, because nothing needs to be. A task that ends or
+//! or Ctrl-C the node therefore drops its tasks (a leader's lease is not handed back: a successor
+//! claims it after the lease's silence, as after a crash), writes the status once more and exits; nothing is flushed, because nothing needs to be. A task that ends or
 //! fails stops the node the same way. The drills `kill -9` nodes to exercise exactly this path.
 
 pub mod api;

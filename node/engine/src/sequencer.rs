@@ -1,4 +1,15 @@
-//! The sequencer instance of one center: leads while it holds the inbound partition.
+//! The sequencer instance of one center: leads while it holds the lease in PostgreSQL.
+//!
+//! Leadership is the `sequencer` row's lease, not a broker group: the leader renews
+//! `updated_at` (every recorded batch, and its lease task every [`LEASE_INTERVAL`] when no batch
+//! did), and a survivor that finds the lease silent for [`LEADER_SILENCE_MAX`] (plus a stagger
+//! per center number) claims it with a conditional update that bumps the epoch — which fences
+//! the old leader — and then reads the inbound partition itself (assigned, never subscribed), from
+//! the recorded offset. Takeover after a `kill -9` therefore takes the silence threshold plus one
+//! transaction, instead of a group session timeout plus a rebalance (7–14 s with tansu). The
+//! lease is renewed by its own task so a leader busy waiting for the broker or PostgreSQL is not
+//! taken for dead; a process that is stopped (SIGSTOP, a VM pause) or cut from PostgreSQL stops
+//! renewing, is replaced, and is fenced when it comes back.
 //!
 //! Leading, per batch of inbound messages (up to `SEQUENCER_BATCH_ENTRIES_MAX` entries per frame):
 //! sequence (core [`Sequencer`], a `Tick` whenever one is due, under load too) → record the
@@ -8,8 +19,7 @@
 //!
 //! Where to resume the inbound topic is PostgreSQL's `sequencer.inbound_offset`, recorded in the
 //! same transaction as each batch, so a new leader neither skips nor re-reads a sequenced
-//! message. The broker's committed offset is only a hint for where fetching starts (it is not
-//! fenced by group generation); messages at or below the recorded offset are skipped.
+//! message; nothing is committed to the broker.
 //!
 //! A `bmi` is paid at most once, ever: a group's `bmi`s are written in its record transaction
 //! into `sequenced_bmi`, under a unique index (optimistically: nearly every `bmi` is new); if one
@@ -24,15 +34,15 @@ use crate::clock::wall_us;
 use crate::error::{EngineError, Invariant, LeadError};
 use crate::frames;
 use crate::limits::{
-    INBOUND_RECV_BYTES_MAX, INBOUND_WAIT_FOLLOWING, INBOUND_WAIT_LEADING, IN_FLIGHT_MAX,
-    JOURNAL_MESSAGE_ENTRIES_MAX, LEADER_SILENCE_MAX, LEADER_SILENCE_STAGGER, LEASE_CHECK_INTERVAL,
-    LEASE_INTERVAL, MARK_INTERVAL, PRODUCER_FULL_PAUSE, PUBLISH_RETRY_PAUSE,
+    INBOUND_RECV_BYTES_MAX, INBOUND_WAIT_LEADING, IN_FLIGHT_MAX, JOURNAL_MESSAGE_ENTRIES_MAX,
+    LEADER_SILENCE_MAX, LEADER_SILENCE_STAGGER, LEASE_CHECK_INTERVAL, LEASE_INTERVAL, MARK_INTERVAL,
+    PRODUCER_FULL_PAUSE, PUBLISH_RETRY_PAUSE,
 };
 use crate::metrics::Metrics;
 use crate::pg::PgRetry;
 use crate::status::SequencerStats;
 use futures_util::FutureExt;
-use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
+use rdkafka::consumer::{Consumer, DefaultConsumerContext, StreamConsumer};
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
 use rdkafka::{Offset, TopicPartitionList};
 use rtgs_core::codec;
@@ -40,12 +50,11 @@ use rtgs_core::entry::{Bmi, CenterId, Command, Entry, Seq};
 use rtgs_core::hash::siphash24;
 use rtgs_core::limits::SEQUENCER_BATCH_ENTRIES_MAX;
 use rtgs_core::sequencer::{Admission, Lookup, Sequencer};
-use rtgs_kafka::leadership::Leadership;
 use rtgs_kafka::wire::{self, Notice, NoticeStatus};
 use rtgs_pg::sequencer_store::{OutboxBatch, SequencerStore};
 use rtgs_pg::StoreError;
 use std::collections::VecDeque;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -82,62 +91,122 @@ struct Leader {
     /// Highest `seq_first` whose publish (and every earlier one) the broker confirmed.
     delivered_seq_first: Option<Seq>,
     last_mark: Instant,
-    /// When `sequencer.updated_at` was last set by this leader (takeover, a recorded batch or a
-    /// lease renewal).
-    leased_at: Instant,
 }
 
-/// The sequencer task: its inputs, its producer, its group membership.
+/// The leader's lease, shared by the main loop and the lease task: the loop says at which epoch
+/// it leads and when a recorded batch renewed the lease; the task renews it when no batch did and
+/// says when it found that epoch fenced.
+struct Lease {
+    base: Instant,
+    /// The epoch this instance leads at; 0: not leading.
+    epoch: AtomicU64,
+    /// Milliseconds after `base` of the last renewal.
+    renewed_ms: AtomicU64,
+    /// An epoch the lease task found fenced (0: none).
+    fenced: AtomicU64,
+}
+
+impl Lease {
+    fn now_ms(&self) -> u64 {
+        self.base.elapsed().as_millis() as u64
+    }
+    fn renewed(&self) {
+        self.renewed_ms.store(self.now_ms(), Ordering::Release);
+    }
+    fn lead(&self, epoch: u32) {
+        self.renewed();
+        self.fenced.store(0, Ordering::Release);
+        self.epoch.store(u64::from(epoch), Ordering::Release);
+    }
+    fn is_fenced(&self, epoch: u32) -> bool {
+        self.fenced.load(Ordering::Acquire) == u64::from(epoch)
+    }
+}
+
+/// Renews the lease every [`LEASE_INTERVAL`] in which no batch did, while this instance leads.
+/// A PostgreSQL that does not answer is reported (once per silence) and tried again: the
+/// survivors cannot take over without it either.
+async fn keep_lease(name: String, store: SequencerStore, lease: Arc<Lease>) {
+    let mut unreachable_since: Option<Instant> = None;
+    loop {
+        tokio::time::sleep(LEASE_INTERVAL / 4).await;
+        let epoch = lease.epoch.load(Ordering::Acquire);
+        let due = lease.now_ms().saturating_sub(lease.renewed_ms.load(Ordering::Acquire))
+            >= LEASE_INTERVAL.as_millis() as u64;
+        let Ok(epoch) = u32::try_from(epoch) else { continue };
+        if epoch == 0 || !due || lease.is_fenced(epoch) {
+            continue;
+        }
+        match store.heartbeat(epoch).await {
+            Ok(true) => {
+                lease.renewed();
+                if let Some(since) = unreachable_since.take() {
+                    eprintln!(
+                        "{name}: sequencer: lease renewed again after {:.1} s",
+                        since.elapsed().as_secs_f64()
+                    );
+                }
+            }
+            Ok(false) => {
+                lease.fenced.store(u64::from(epoch), Ordering::Release);
+            }
+            Err(e) => {
+                if unreachable_since.is_none() {
+                    eprintln!("{name}: sequencer: cannot renew the lease: {e}; again");
+                    unreachable_since = Some(Instant::now());
+                }
+            }
+        }
+    }
+}
+
+/// The sequencer task: its inputs, its producer, its inbound consumer (assigned while leading).
 struct Instance {
     i: SequencerInputs,
     producer: FutureProducer,
-    consumer: StreamConsumer<Leadership>,
-    leadership: Leadership,
+    consumer: StreamConsumer,
+    lease: Arc<Lease>,
 }
 
 pub async fn run(i: SequencerInputs) -> Result<(), EngineError> {
     let producer = i.broker.producer(&format!("{}-sequencer", i.name))?;
-    let (consumer, leadership) = join_group(&i)?;
-    let mut s = Instance { i, producer, consumer, leadership };
+    // Never subscribed: the partition is assigned when this instance leads. The group id only
+    // names the client; progress is PostgreSQL's `inbound_offset`.
+    let consumer: StreamConsumer = rtgs_kafka::clients::consumer(
+        &i.broker.bootstrap,
+        &i.broker.group("sequencer"),
+        &format!("{}-sequencer", i.name),
+        DefaultConsumerContext,
+    )
+    .map_err(|e| EngineError::kafka("the sequencer's consumer", e))?;
+    let lease = Arc::new(Lease {
+        base: Instant::now(),
+        epoch: AtomicU64::new(0),
+        renewed_ms: AtomicU64::new(0),
+        fenced: AtomicU64::new(0),
+    });
+    let keeper = tokio::spawn(keep_lease(i.name.clone(), i.store.clone(), lease.clone()));
+    let _stop_keeper = AbortOnDrop(keeper);
+    let s = Instance { i, producer, consumer, lease };
     let mut leader: Option<Leader> = None;
-    let mut last_check = Instant::now();
-    let mut last_join = Instant::now();
+    // The first claim may take back this center's own lease: this process is its next life.
+    let mut restarting = true;
     loop {
-        // Every recorded batch renews the lease too: under load no separate renewal is due.
-        let lease_due = leader.as_ref().is_some_and(|l| l.leased_at.elapsed() >= LEASE_INTERVAL);
-        let check_due = leader.is_none() && last_check.elapsed() >= LEASE_CHECK_INTERVAL;
-        if lease_due || check_due {
-            last_check = Instant::now();
-            if let Some(l) = leader.as_mut() {
-                // The lease also checks the fence while idle.
-                let (epoch, store) = (l.epoch, &s.i.store);
-                l.leased_at = Instant::now();
-                if !s.i.retry.get("sequencer lease", || store.heartbeat(epoch)).await? {
-                    eprintln!("{}: sequencer: fenced by a newer leader; stepping down", s.i.name);
-                    leader = s.step_down();
-                }
-            } else if last_join.elapsed() >= LEADER_SILENCE_MAX && s.rejoin_claimed().await? {
-                s.rejoin()?;
-                last_join = Instant::now();
+        let Some(l) = leader.as_mut() else {
+            leader = s.claim(restarting).await?;
+            restarting = false;
+            if leader.is_none() {
+                tokio::time::sleep(LEASE_CHECK_INTERVAL).await;
             }
-        }
-        if s.leadership.is_leader() != leader.is_some() {
-            if s.leadership.is_leader() {
-                leader = Some(s.take_over().await?);
-            } else {
-                eprintln!("{}: sequencer: stepping down (partition revoked)", s.i.name);
-                leader = s.step_down();
-            }
-        }
-        // Poll even when not leading: the consumer must keep polling for rebalances to happen.
-        let wait = if leader.is_some() { INBOUND_WAIT_LEADING } else { INBOUND_WAIT_FOLLOWING };
-        let who = format!("{}: sequencer: inbound", s.i.name);
-        let batch = recv_batch(&s.consumer, wait, INBOUND_RECV_BYTES_MAX, &who).await;
-        let Some(l) = leader.as_mut() else { continue };
-        if !s.leadership.is_leader() {
-            // Revoked while waiting: what was read is left for the next leader.
+            continue;
+        };
+        if s.lease.is_fenced(l.epoch) {
+            eprintln!("{}: sequencer: fenced by a newer leader (lease); stepping down", s.i.name);
+            leader = s.step_down();
             continue;
         }
+        let who = format!("{}: sequencer: inbound", s.i.name);
+        let batch = recv_batch(&s.consumer, INBOUND_WAIT_LEADING, INBOUND_RECV_BYTES_MAX, &who).await;
         match s.lead(l, &batch).await {
             Ok(()) => {}
             Err(LeadError::Fenced { epoch, seq_first }) => {
@@ -152,64 +221,51 @@ pub async fn run(i: SequencerInputs) -> Result<(), EngineError> {
     }
 }
 
-/// A fresh member of group `sequencer` (a new member id: joining triggers a rebalance).
-fn join_group(i: &SequencerInputs) -> Result<(StreamConsumer<Leadership>, Leadership), EngineError> {
-    let leadership = Leadership::new(&i.broker.topics.inbound);
-    let consumer: StreamConsumer<Leadership> = rtgs_kafka::clients::consumer(
-        &i.broker.bootstrap,
-        &i.broker.group("sequencer"),
-        &format!("{}-sequencer", i.name),
-        leadership.clone(),
-    )
-    .map_err(|e| EngineError::kafka("the sequencer's consumer", e))?;
-    consumer
-        .subscribe(&[&i.broker.topics.inbound])
-        .map_err(|e| EngineError::kafka("subscribe to the inbound topic", e))?;
-    Ok((consumer, leadership))
+/// Aborts a task when dropped (the lease task ends with the sequencer task).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 impl Instance {
     fn step_down(&self) -> Option<Leader> {
+        self.lease.epoch.store(0, Ordering::Release);
+        if let Err(e) = self.consumer.unassign() {
+            eprintln!("{}: sequencer: cannot unassign the inbound topic: {e}", self.i.name);
+        }
         self.i.stats.leader.store(false, Ordering::Relaxed);
         None
     }
 
-    /// The lease is older than this center's silence threshold and this member claimed the
-    /// rejoin. One survivor rejoins per silence: two members joining within one rebalance cost
-    /// this broker an extra round (≈ 5 s measured; a 1 s stagger alone was not enough on a
-    /// loaded host). The stagger orders the survivors, the claim — a conditional lease renewal
-    /// in PostgreSQL — makes the later one stand aside.
-    async fn rejoin_claimed(&self) -> Result<bool, EngineError> {
-        let store = &self.i.store;
-        let (silence, epoch) = self.i.retry.get("sequencer lease check", || store.leader_silence()).await?;
-        let stagger = LEADER_SILENCE_STAGGER.as_secs_f64() * f64::from(self.i.center.0.saturating_sub(1));
+    /// Takes the lease if it is free: nobody ever led, the leader has been silent for this
+    /// center's threshold ([`LEADER_SILENCE_MAX`] plus [`LEADER_SILENCE_STAGGER`] per center
+    /// number, so the survivors do not all claim at once), or — at start — the lease is this
+    /// center's own from before a restart.
+    async fn claim(&self, restarting: bool) -> Result<Option<Leader>, EngineError> {
+        let (i, store) = (&self.i, &self.i.store);
+        let stagger = LEADER_SILENCE_STAGGER.as_secs_f64() * f64::from(i.center.0.saturating_sub(1));
         let threshold = LEADER_SILENCE_MAX.as_secs_f64() + stagger;
-        if silence < threshold
-            || !self.i.retry.get("sequencer rejoin claim", || store.claim_rejoin(threshold)).await?
-        {
-            return Ok(false);
+        let claimed = i
+            .retry
+            .get("sequencer lease claim", || store.take_over_if_free(&i.name, threshold, restarting))
+            .await?;
+        match claimed {
+            None => Ok(None),
+            Some(t) => Ok(Some(self.take_over(t).await?)),
         }
-        eprintln!(
-            "{}: sequencer: no leader for {silence:.1} s (epoch {epoch}): rejoining group {} to force a rebalance",
-            self.i.name,
-            self.i.broker.group("sequencer")
-        );
-        Ok(true)
     }
 
-    /// Leaves the group (dropping the consumer) and joins it again with a new member id.
-    fn rejoin(&mut self) -> Result<(), EngineError> {
-        let (consumer, leadership) = join_group(&self.i)?;
-        (self.consumer, self.leadership) = (consumer, leadership);
-        Ok(())
-    }
-
-    /// Becomes the leader: bump the epoch in PostgreSQL, rebuild the sequencer from the outbox,
-    /// republish what was recorded but not published.
-    async fn take_over(&self) -> Result<Leader, EngineError> {
+    /// Leads from a claimed lease (the epoch is bumped already): rebuild the sequencer from the
+    /// outbox, republish what was recorded but not published, read the inbound topic on from
+    /// the recorded offset.
+    async fn take_over(&self, t: rtgs_pg::sequencer_store::Takeover) -> Result<Leader, EngineError> {
         let (i, started) = (&self.i, Instant::now());
         let store = &i.store;
-        let t = i.retry.get("sequencer takeover", || store.take_over(&i.name)).await?;
+        // The lease task renews from now on: republishing may wait for the broker.
+        self.lease.lead(t.epoch);
         let mut sequencer = Sequencer::new(i.center, 0);
         if t.last_seq > 0 {
             // Only the last batch: where seqs and time resume. Dedupe needs no replay: the
@@ -235,8 +291,7 @@ impl Instance {
             i.retry.get("mark republished", || store.mark_published(last.seq_first)).await?;
         }
         i.stats.epoch.store(u64::from(t.epoch), Ordering::Relaxed);
-        // Messages read before this instance led were dropped: read on from the recorded offset.
-        self.seek(t.inbound_offset + 1);
+        self.assign(t.inbound_offset + 1)?;
         i.stats.seq_sequenced.store(t.last_seq, Ordering::Relaxed);
         i.stats.takeovers.fetch_add(1, Ordering::Relaxed);
         i.stats.leader.store(true, Ordering::Relaxed);
@@ -257,7 +312,6 @@ impl Instance {
             in_flight: VecDeque::new(),
             delivered_seq_first: None,
             last_mark: Instant::now(),
-            leased_at: Instant::now(),
         })
     }
 
@@ -450,6 +504,16 @@ impl Instance {
         }
     }
 
+    /// Reads the inbound partition from `offset` (the next message to sequence).
+    fn assign(&self, offset: i64) -> Result<(), EngineError> {
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(&self.i.broker.topics.inbound, 0, Offset::Offset(offset))
+            .and_then(|()| self.consumer.assign(&tpl))
+            .map_err(|e| EngineError::kafka("assigning the inbound topic", e))?;
+        eprintln!("{}: sequencer: inbound resumes at offset {offset}", self.i.name);
+        Ok(())
+    }
+
     /// Moves the inbound consumer to `offset` (the next message to sequence).
     fn seek(&self, offset: i64) {
         let topic = &self.i.broker.topics.inbound;
@@ -494,7 +558,7 @@ impl Instance {
             Err(StoreError::BmiSequenced { .. }) => return Ok(false),
             Err(e) => return Err(EngineError::store(format!("recording seq {}", batch.seq_first), e).into()),
         }
-        l.leased_at = Instant::now();
+        self.lease.renewed();
         l.inbound_offset = l.inbound_offset.max(inbound_offset);
         self.i.stats.seq_sequenced.store(batch.seq_last, Ordering::Relaxed);
         self.i.metrics.sequenced(entries.len());
@@ -505,7 +569,7 @@ impl Instance {
     }
 
     /// Collects the broker's confirmations in order (republishing a failed one), and every
-    /// [`MARK_INTERVAL`] marks the confirmed batches published and hints the inbound offset.
+    /// [`MARK_INTERVAL`] marks the confirmed batches published.
     async fn settle_deliveries(&self, l: &mut Leader, all: bool) -> Result<(), LeadError> {
         loop {
             let must_wait = all || l.in_flight.len() > IN_FLIGHT_MAX;
@@ -532,12 +596,6 @@ impl Instance {
             if let Some(seq_first) = l.delivered_seq_first.take() {
                 let store = &self.i.store;
                 self.i.retry.get("mark published", || store.mark_published(seq_first)).await?;
-            }
-            if l.inbound_offset >= 0 {
-                let mut tpl = TopicPartitionList::new();
-                let topic = &self.i.broker.topics.inbound;
-                let _ = tpl.add_partition_offset(topic, 0, Offset::Offset(l.inbound_offset + 1));
-                let _ = self.consumer.commit(&tpl, CommitMode::Async);
             }
         }
         Ok(())

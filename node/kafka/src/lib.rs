@@ -5,8 +5,6 @@
 //!   must have exactly one partition (global order) or the node refuses to start.
 //! * [`clients`] — producers and consumers, every librdkafka setting spelled out at the one place
 //!   where clients are built, with the reason for each.
-//! * [`leadership`] — the sequencer's leadership as the assignment of the single `rtgs.inbound`
-//!   partition in group `sequencer`: leader on assign, step down on revoke or loss.
 //!
 //! * [`wire`] — the applied-ack and notice message formats (CRC-checked).
 //!
@@ -15,7 +13,6 @@
 //! (`node/engine`).
 
 pub mod clients;
-pub mod leadership;
 pub mod topics;
 pub mod wire;
 

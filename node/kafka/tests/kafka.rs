@@ -7,7 +7,6 @@ use rdkafka::message::Message;
 use rdkafka::producer::FutureRecord;
 use rtgs_core::codec;
 use rtgs_core::entry::{CenterId, Entry};
-use rtgs_kafka::leadership::Leadership;
 use rtgs_kafka::topics::{self, TopicSpec};
 use rtgs_kafka::{clients, KafkaAdapterError};
 use std::sync::Arc;
@@ -77,8 +76,8 @@ async fn journal_frames_round_trip_in_order() {
             .unwrap_or_else(|(e, _)| panic!("produce: {e}"));
     }
     let produced = started.elapsed();
-    let consumer: StreamConsumer<Leadership> =
-        clients::consumer(BOOTSTRAP, &unique("ledger-test"), "rtgs-test-consumer", Leadership::new("none"))
+    let consumer: StreamConsumer =
+        clients::consumer(BOOTSTRAP, &unique("ledger-test"), "rtgs-test-consumer", DefaultConsumerContext)
             .unwrap_or_else(|e| panic!("{e}"));
     consumer.subscribe(&[&topic]).unwrap_or_else(|e| panic!("{e}"));
     let mut next = 1u64;
@@ -97,66 +96,4 @@ async fn journal_frames_round_trip_in_order() {
         }
     }
     eprintln!("journal round trip: {frames} frames of {per_frame} entries produced in {produced:?}, all consumed in order");
-}
-
-/// Drives a consumer (rebalance callbacks run while it polls) until the task is aborted.
-fn drive(consumer: Arc<StreamConsumer<Leadership>>) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        loop {
-            let _ = tokio::time::timeout(Duration::from_millis(200), consumer.recv()).await;
-        }
-    })
-}
-
-async fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) -> Duration {
-    let start = Instant::now();
-    while !cond() {
-        assert!(start.elapsed() < limit, "{what} did not happen within {limit:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    start.elapsed()
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sequencer_leadership_moves_when_the_leader_leaves() {
-    broker();
-    let topic = unique("rtgs.test.inbound");
-    let group = unique("sequencer-test");
-    topics::ensure(BOOTSTRAP, &[one_partition(&topic)], 1, Duration::from_secs(20))
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let member = |id: &str| {
-        let lead = Leadership::new(&topic);
-        let c = clients::consumer(BOOTSTRAP, &group, id, lead.clone()).unwrap_or_else(|e| panic!("{e}"));
-        c.subscribe(&[&topic]).unwrap_or_else(|e| panic!("{e}"));
-        (Arc::new(c), lead)
-    };
-    let (a, lead_a) = member("DC1");
-    let task_a = drive(Arc::clone(&a));
-    wait_for("DC1 becoming leader", Duration::from_secs(30), || lead_a.is_leader()).await;
-    let (b, lead_b) = member("DC2");
-    let task_b = drive(Arc::clone(&b));
-    // Let the group settle with both members: exactly one leads.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    wait_for("a single leader", Duration::from_secs(30), || lead_a.is_leader() != lead_b.is_leader()).await;
-    // Sampled for a while: never two leaders at once.
-    for _ in 0..100 {
-        assert!(!(lead_a.is_leader() && lead_b.is_leader()), "two sequencer leaders at once");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let (leader_task, leader, old, survivor) = if lead_a.is_leader() {
-        (task_a, a, lead_a.clone(), lead_b.clone())
-    } else {
-        (task_b, b, lead_b.clone(), lead_a.clone())
-    };
-    let started = Instant::now();
-    leader_task.abort();
-    let _ = leader_task.await;
-    // Closing the consumer leaves the group; the rebalance that hands over runs during the close.
-    drop(leader);
-    wait_for("takeover", Duration::from_secs(10), || survivor.is_leader()).await;
-    let took = started.elapsed();
-    assert!(!old.is_leader(), "the old leader stepped down");
-    eprintln!("sequencer leadership takeover after a graceful leave: {took:?}");
-    assert!(survivor.changes() >= 1);
 }

@@ -5,9 +5,11 @@
 //! `journal_outbox` and the batch's `bmi`s into `sequenced_bmi` (unique: a `bmi` is sequenced at
 //! most once, ever; migration `0003`). Zero rows updated means another leader took over (or a
 //! batch is missing): the caller gets [`StoreError::Fenced`] and must step down. Seqs are never
-//! burnt: a failed transaction leaves `last_seq` where it was. A new leader calls
-//! [`SequencerStore::take_over`], which bumps the epoch (fencing the old leader) and returns what
-//! was recorded but not published; [`SequencerStore::backfill_bmis`] indexes batches recorded
+//! burnt: a failed transaction leaves `last_seq` where it was. Leadership is this row's lease:
+//! the leader renews `updated_at` (every recorded batch, [`SequencerStore::heartbeat`] when
+//! idle) and a survivor claims it once it is silent ([`SequencerStore::take_over_if_free`]),
+//! which bumps the epoch (fencing the old leader) and returns what was recorded but not
+//! published; [`SequencerStore::backfill_bmis`] indexes batches recorded
 //! before `sequenced_bmi` existed. Before sequencing a batch the leader asks
 //! [`SequencerStore::known_bmis`] which of its `bmi`s were sequenced before.
 
@@ -42,6 +44,7 @@ pub struct Takeover {
     pub bmi_through: Seq,
 }
 
+#[derive(Clone)]
 pub struct SequencerStore {
     pool: Pool,
 }
@@ -127,18 +130,51 @@ impl SequencerStore {
         SequencerStore { pool }
     }
 
-    /// Becomes the leader: bumps the epoch (fencing whoever led before) and returns the state to
-    /// resume from and the batches to republish.
+    /// Becomes the leader unconditionally: bumps the epoch (fencing whoever led before) and
+    /// returns the state to resume from and the batches to republish.
     pub async fn take_over(&self, leader: &str) -> Result<Takeover, StoreError> {
+        match self.claim(leader, None).await? {
+            Some(t) => Ok(t),
+            None => Err(StoreError::Corrupt("the sequencer row is missing".into())),
+        }
+    }
+
+    /// Becomes the leader only if the lease is free: nobody ever led, or the leader's lease
+    /// (`updated_at`, renewed by every recorded batch and by [`Self::heartbeat`]) is at least
+    /// `silence_s` old, or `restarting` and the row names `leader` itself (this process is that
+    /// leader's next life: nobody else can be leading under its name). `None`: the lease is held.
+    /// Two survivors claiming at once are serialised by the row lock and the second one's
+    /// condition is checked again against the first one's fresh lease, so exactly one wins.
+    pub async fn take_over_if_free(
+        &self,
+        leader: &str,
+        silence_s: f64,
+        restarting: bool,
+    ) -> Result<Option<Takeover>, StoreError> {
+        self.claim(leader, Some((silence_s, restarting))).await
+    }
+
+    async fn claim(
+        &self,
+        leader: &str,
+        condition: Option<(f64, bool)>,
+    ) -> Result<Option<Takeover>, StoreError> {
         let mut client = self.pool.get().await?;
         let tx = client.transaction().await?;
-        let row = tx
-            .query_one(
-                "UPDATE sequencer SET epoch = epoch + 1, leader = $1, updated_at = now()
-                  WHERE id = 1 RETURNING epoch, last_seq, inbound_offset",
-                &[&leader],
+        let (silence_s, restarting) = condition.unwrap_or((0.0, true));
+        let unconditional = condition.is_none();
+        let Some(row) = tx
+            .query_opt(
+                "UPDATE sequencer SET epoch = epoch + 1, leader = $1, updated_at = clock_timestamp()
+                  WHERE id = 1 AND ($4 OR leader IS NULL OR ($3 AND leader = $1)
+                        OR clock_timestamp() - updated_at >= $2 * interval '1 second')
+                  RETURNING epoch, last_seq, inbound_offset, bmi_through",
+                &[&leader, &silence_s, &restarting, &unconditional],
             )
-            .await?;
+            .await?
+        else {
+            return Ok(None);
+        };
         let rows = tx
             .query(
                 "SELECT seq_first, seq_last, epoch, frames FROM journal_outbox
@@ -146,17 +182,16 @@ impl SequencerStore {
                 &[],
             )
             .await?;
-        let bmi_through = tx.query_one("SELECT bmi_through FROM sequencer WHERE id = 1", &[]).await?;
         tx.commit().await?;
         let epoch = u32::try_from(row.get::<_, i64>(0)).map_err(|_| StoreError::Corrupt("epoch".into()))?;
         let unpublished = rows.iter().map(row_to_batch).collect::<Result<Vec<_>, _>>()?;
-        Ok(Takeover {
+        Ok(Some(Takeover {
             epoch,
             last_seq: row.get::<_, i64>(1) as u64,
             inbound_offset: row.get(2),
             unpublished,
-            bmi_through: bmi_through.get::<_, i64>(0) as u64,
-        })
+            bmi_through: row.get::<_, i64>(3) as u64,
+        }))
     }
 
     /// Indexes the `bmi`s of recorded batches after `bmi_through` (a database that recorded
@@ -298,26 +333,7 @@ impl SequencerStore {
         Ok(n == 1)
     }
 
-    /// Claims the right to force a rebalance when the lease is at least `silence_s` old: renews
-    /// the lease in the leader's stead (the epoch is untouched, so nothing is fenced). `true`:
-    /// this caller claimed it and should rejoin the group; `false`: a leader or another member
-    /// renewed it in the meantime (the row lock serialises concurrent claims, and the second
-    /// one's condition is re-checked against the first one's row), so a second rejoin — which
-    /// would cost the broker another rebalance round — is avoided.
-    pub async fn claim_rejoin(&self, silence_s: f64) -> Result<bool, StoreError> {
-        let client = self.pool.get().await?;
-        let n = client
-            .execute(
-                "UPDATE sequencer SET updated_at = clock_timestamp()
-                  WHERE id = 1 AND clock_timestamp() - updated_at >= $1 * interval '1 second'",
-                &[&silence_s],
-            )
-            .await?;
-        Ok(n == 1)
-    }
-
-    /// Seconds since the leader last recorded a batch or renewed its lease (or a member claimed
-    /// a rejoin: [`Self::claim_rejoin`]), and the epoch.
+    /// Seconds since the leader last recorded a batch or renewed its lease, and the epoch.
     pub async fn leader_silence(&self) -> Result<(f64, u32), StoreError> {
         let client = self.pool.get().await?;
         let row = client

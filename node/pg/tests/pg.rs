@@ -117,22 +117,40 @@ async fn sequencer_is_durable_before_publish_and_fenced_by_epoch() {
 }
 
 #[tokio::test]
-async fn one_member_claims_a_rejoin_per_silent_lease() {
-    let store = SequencerStore::new(fresh("rtgs_test_rejoin_claim", Schema::Sequencer).await);
-    let a = store.take_over("DC1").await.unwrap_or_else(|e| panic!("{e}"));
-    // A fresh lease cannot be claimed: the leader is alive.
-    assert!(!store.claim_rejoin(0.5).await.unwrap_or_else(|e| panic!("{e}")));
+async fn exactly_one_survivor_takes_a_silent_lease() {
+    let store = SequencerStore::new(fresh("rtgs_test_lease", Schema::Sequencer).await);
+    // Nobody ever led: the first claim wins at once, whatever the silence asked for.
+    let a = store.take_over_if_free("DC1", 60.0, false).await.unwrap_or_else(|e| panic!("{e}"));
+    let a = a.unwrap_or_else(|| panic!("a never-held lease is free"));
+    // A fresh lease cannot be taken: the leader is alive.
+    assert!(store.take_over_if_free("DC2", 0.5, false).await.unwrap_or_else(|e| panic!("{e}")).is_none());
+    // ... except by the leader's own next life (a restarted DC1), and by nobody else that way.
+    assert!(store.take_over_if_free("DC2", 0.5, true).await.unwrap_or_else(|e| panic!("{e}")).is_none());
+    let a2 = store.take_over_if_free("DC1", 60.0, true).await.unwrap_or_else(|e| panic!("{e}"));
+    let a2 = a2.unwrap_or_else(|| panic!("a restarted leader takes its own lease back"));
+    assert!(a2.epoch > a.epoch);
+    assert!(!store.heartbeat(a.epoch).await.unwrap_or_else(|e| panic!("{e}")), "the old life is fenced");
+    // Renewals keep the lease.
+    for _ in 0..4 {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        assert!(store.heartbeat(a2.epoch).await.unwrap_or_else(|e| panic!("{e}")));
+        assert!(store.take_over_if_free("DC2", 0.5, false).await.unwrap_or_else(|e| panic!("{e}")).is_none());
+    }
     tokio::time::sleep(std::time::Duration::from_millis(600)).await;
     let (silence, epoch) = store.leader_silence().await.unwrap_or_else(|e| panic!("{e}"));
-    assert!(silence >= 0.5 && epoch == a.epoch, "silence {silence} s at epoch {epoch}");
-    // Two survivors see the same silent lease at once: exactly one of them may rejoin.
-    let (x, y) = tokio::join!(store.claim_rejoin(0.5), store.claim_rejoin(0.5));
+    assert!(silence >= 0.5 && epoch == a2.epoch, "silence {silence} s at epoch {epoch}");
+    // Two survivors see the same silent lease at once: exactly one of them takes it.
+    let (x, y) =
+        tokio::join!(store.take_over_if_free("DC2", 0.5, false), store.take_over_if_free("DC3", 0.5, false));
     let claims = [x, y].map(|r| r.unwrap_or_else(|e| panic!("{e}")));
-    assert_eq!(claims.iter().filter(|c| **c).count(), 1, "claims {claims:?}");
-    // The claim renewed the lease without touching the epoch: the leader is not fenced.
-    let (silence, epoch) = store.leader_silence().await.unwrap_or_else(|e| panic!("{e}"));
-    assert!(silence < 0.5 && epoch == a.epoch, "silence {silence} s at epoch {epoch}");
-    assert!(store.heartbeat(a.epoch).await.unwrap_or_else(|e| panic!("{e}")), "leader fenced by a claim");
+    assert_eq!(claims.iter().filter(|c| c.is_some()).count(), 1, "claims {claims:?}");
+    let b = claims.into_iter().flatten().next().unwrap_or_else(|| unreachable!());
+    assert_eq!(b.epoch, a2.epoch + 1);
+    assert!(
+        !store.heartbeat(a2.epoch).await.unwrap_or_else(|e| panic!("{e}")),
+        "the silent leader is fenced"
+    );
+    assert!(store.heartbeat(b.epoch).await.unwrap_or_else(|e| panic!("{e}")));
 }
 
 #[tokio::test]

@@ -83,8 +83,8 @@ impl Cluster {
         for c in 1..=3 {
             self.start(c);
         }
-        // Settled: three centers up and the same leader at the same epoch for 3 s (the group
-        // rebalances while its members join, and leadership may move meanwhile).
+        // Settled: three centers up and the same leader at the same epoch for 1 s (the first
+        // claim of the lease wins; a restarted leader takes its own lease back at once).
         let mut seen: Option<(usize, u64, Instant)> = None;
         self.wait("a settled sequencer leader and three running centers", 90, |s| {
             let leader = (1..=3).find(|&c| s[c - 1].as_ref().is_some_and(|s| s["leader"] == true));
@@ -94,7 +94,7 @@ impl Cluster {
             };
             let epoch = s[leader - 1].as_ref().map_or(0, |s| u(&s["epoch"]));
             match seen {
-                Some((l, e, since)) if l == leader && e == epoch => since.elapsed() >= Duration::from_secs(3),
+                Some((l, e, since)) if l == leader && e == epoch => since.elapsed() >= Duration::from_secs(1),
                 _ => {
                     seen = Some((leader, epoch, Instant::now()));
                     false
