@@ -2,14 +2,13 @@
 //! project's own `scripts/infra-up.sh broker` (installs it when missing). If it cannot be started
 //! the tests fail and say why.
 
-use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::consumer::{Consumer, DefaultConsumerContext, StreamConsumer};
 use rdkafka::message::Message;
 use rdkafka::producer::FutureRecord;
 use rtgs_core::codec;
 use rtgs_core::entry::{CenterId, Entry};
 use rtgs_kafka::topics::{self, TopicSpec};
 use rtgs_kafka::{clients, KafkaAdapterError};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const BOOTSTRAP: &str = "127.0.0.1:9092";
