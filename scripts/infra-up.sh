@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing and starts, on loopback only, the servers the production engine needs:
 # PostgreSQL 15 (Debian's package) on 127.0.0.1:5432 and the Kafka-compatible broker tansu 0.6.0
-# (crates.io) on 127.0.0.1:9092. Idempotent: what is installed is not installed again, what runs
+# (crates.io) on 127.0.0.1:9092 (durable sqlite storage by default). Idempotent: what is installed is not installed again, what runs
 # is not started again. Fails with a message that says why when something cannot be started.
 #
 #   scripts/infra-up.sh [all|postgres|broker|prometheus|k6|schemathesis]     (default: all)
@@ -10,13 +10,18 @@
 # their own with their own config).
 #
 #   RTGS_INFRA_DIR        broker working directory, pid and log   (default /var/tmp/rtgs-infra)
-#   RTGS_BROKER_STORAGE   tansu storage engine URL                (default memory://tansu/;
-#                         sqlite://tansu.db survives a broker restart but is ~12x slower)
+#   RTGS_BROKER_PORT      the broker's loopback port              (default 9092)
+#   RTGS_BROKER_STORAGE   tansu storage engine URL                (default sqlite://tansu.db in
+#                         RTGS_INFRA_DIR: durable, so a broker killed and started again keeps
+#                         its topics and their identities; memory://tansu/ is faster but a
+#                         restart comes back with new, empty topics — see ARCHITECTURE.md
+#                         "The broker's storage")
 #   RTGS_PG_PASSWORD      password set for the postgres user      (default postgres)
 set -euo pipefail
 
 INFRA_DIR=${RTGS_INFRA_DIR:-/var/tmp/rtgs-infra}
-BROKER_STORAGE=${RTGS_BROKER_STORAGE:-memory://tansu/}
+BROKER_PORT=${RTGS_BROKER_PORT:-9092}
+BROKER_STORAGE=${RTGS_BROKER_STORAGE:-sqlite://tansu.db}
 PG_PASSWORD=${RTGS_PG_PASSWORD:-postgres}
 TANSU_VERSION=0.6.0
 PG_VERSION=15
@@ -88,23 +93,24 @@ if ! command -v tansu >/dev/null 2>&1; then
     || die "cargo install tansu $TANSU_VERSION failed"
 fi
 mkdir -p "$INFRA_DIR"
-if port_open 9092; then
-  log "broker already listening on 127.0.0.1:9092"
+if port_open "$BROKER_PORT"; then
+  log "broker already listening on 127.0.0.1:$BROKER_PORT"
 else
-  log "starting tansu ($BROKER_STORAGE)"
+  log "starting tansu on 127.0.0.1:$BROKER_PORT ($BROKER_STORAGE)"
   # The sqlite engine resolves its file relative to the working directory. The broker is
   # backgrounded as a simple command so that $! is its own pid (infra-down.sh kills it).
   (
     cd "$INFRA_DIR" || exit 1
     nohup tansu broker \
-      --listener-url tcp://127.0.0.1:9092 \
-      --advertised-listener-url tcp://127.0.0.1:9092 \
-      --storage-engine "$BROKER_STORAGE" >"$INFRA_DIR/tansu.log" 2>&1 &
+      --listener-url "tcp://127.0.0.1:$BROKER_PORT" \
+      --advertised-listener-url "tcp://127.0.0.1:$BROKER_PORT" \
+      --storage-engine "$BROKER_STORAGE" >>"$INFRA_DIR/tansu.log" 2>&1 &
     echo $! >"$INFRA_DIR/tansu.pid"
   )
-  wait_port 9092 30 || die "the broker is not listening on 127.0.0.1:9092 after 30 s; see $INFRA_DIR/tansu.log"
+  wait_port "$BROKER_PORT" 30 \
+    || die "the broker is not listening on 127.0.0.1:$BROKER_PORT after 30 s; see $INFRA_DIR/tansu.log"
 fi
-log "broker on 127.0.0.1:9092"
+log "broker on 127.0.0.1:$BROKER_PORT"
 }
 
 # --- Prometheus (installed only) -------------------------------------------------------------

@@ -50,7 +50,8 @@ pub mod status;
 
 use crate::error::EngineError;
 use crate::limits::{
-    CENTER_POOL_CONNECTIONS, FEED_QUEUE_BATCHES, SEQUENCER_POOL_CONNECTIONS, TOPICS_TIMEOUT, WORKER_THREADS,
+    CENTER_POOL_CONNECTIONS, FEED_QUEUE_BATCHES, LEASE_POOL_CONNECTIONS, OUTBOX_POOL_CONNECTIONS,
+    SEQUENCER_POOL_CONNECTIONS, TOPICS_TIMEOUT, WORKER_THREADS,
 };
 use crate::status::Status;
 use rtgs_core::entry::CenterId;
@@ -218,6 +219,8 @@ async fn start(
     };
     let (center_pool, seq_pool) =
         (pool(&config.db, CENTER_POOL_CONNECTIONS)?, pool(&config.seq_db, SEQUENCER_POOL_CONNECTIONS)?);
+    let (outbox_pool, lease_pool) =
+        (pool(&config.seq_db, OUTBOX_POOL_CONNECTIONS)?, pool(&config.seq_db, LEASE_POOL_CONNECTIONS)?);
     rtgs_kafka::topics::ensure(
         &config.bootstrap,
         &rtgs_kafka::topics::production_named(&broker.topics),
@@ -250,7 +253,7 @@ async fn start(
         broker: broker.clone(),
         faults: config.faults,
         store: CenterStore::new(center_pool),
-        outbox: SequencerStore::new(seq_pool.clone()),
+        outbox: SequencerStore::new(outbox_pool),
         retry: retry.clone(),
         plugins: router,
         feed: feed_tx,
@@ -274,6 +277,7 @@ async fn start(
         broker: broker.clone(),
         idle_tick: config.idle_tick,
         store: SequencerStore::new(seq_pool),
+        lease_store: SequencerStore::new(lease_pool),
         retry,
         stats: Arc::clone(&status.sequencer),
         metrics: Arc::clone(metrics),

@@ -179,6 +179,13 @@ pub const TIMELINE_RUNS_MAX: usize = 65_536;
 /// Worker threads of the node's runtime (the target hosts give a node two cores).
 pub const WORKER_THREADS: usize = 2;
 /// PostgreSQL connections: the center's database (committer, publisher's re-reads, start) and
-/// the sequencer's (leader, gap pulls).
+/// the sequencer's (the leader's records and look-ups).
 pub const CENTER_POOL_CONNECTIONS: usize = 4;
-pub const SEQUENCER_POOL_CONNECTIONS: usize = 3;
+pub const SEQUENCER_POOL_CONNECTIONS: usize = 2;
+/// The center's gap pulls from `journal_outbox`: their own connections, so a burst of pulls
+/// (the broker down, a center far behind) never delays the leader's records.
+pub const OUTBOX_POOL_CONNECTIONS: usize = 2;
+/// The leader's lease renewals: one connection of their own, so that nothing queued on the
+/// other pools (a burst of gap pulls during a broker outage, a slow record) delays a renewal
+/// past the silence threshold and hands leadership to a survivor while the leader is alive.
+pub const LEASE_POOL_CONNECTIONS: usize = 1;

@@ -67,6 +67,8 @@ pub struct SequencerInputs {
     /// databases: plugin timers need them).
     pub idle_tick: bool,
     pub store: SequencerStore,
+    /// The lease task's own connection ([`crate::limits::LEASE_POOL_CONNECTIONS`]).
+    pub lease_store: SequencerStore,
     pub retry: PgRetry,
     pub stats: Arc<SequencerStats>,
     pub metrics: Arc<Metrics>,
@@ -185,7 +187,7 @@ pub async fn run(i: SequencerInputs) -> Result<(), EngineError> {
         renewed_ms: AtomicU64::new(0),
         fenced: AtomicU64::new(0),
     });
-    let keeper = tokio::spawn(keep_lease(i.name.clone(), i.store.clone(), lease.clone()));
+    let keeper = tokio::spawn(keep_lease(i.name.clone(), i.lease_store.clone(), lease.clone()));
     let _stop_keeper = AbortOnDrop(keeper);
     let s = Instance { i, producer, consumer, lease };
     let mut leader: Option<Leader> = None;

@@ -26,6 +26,8 @@ pub struct Cluster {
     nodes: Vec<Option<Child>>,
     /// Per center: extra environment of its process.
     pub extra_env: Vec<Vec<(String, String)>>,
+    /// The broker the nodes and `rtgs load` use (`RTGS_BOOTSTRAP`).
+    pub bootstrap: String,
     /// Load generators started (killed on drop if a drill fails before they finish).
     loads: std::cell::RefCell<Vec<u32>>,
 }
@@ -45,6 +47,7 @@ impl Cluster {
             dir,
             nodes: (0..3).map(|_| None).collect(),
             extra_env: vec![Vec::new(); 3],
+            bootstrap: "127.0.0.1:9092".into(),
             loads: Default::default(),
         }
     }
@@ -64,6 +67,7 @@ impl Cluster {
             .env("RTGS_DB", format!("{}_dc{center}", self.prefix))
             .env("RTGS_SEQ_DB", format!("{}_seq", self.prefix))
             .env("RTGS_TOPIC_PREFIX", &self.prefix)
+            .env("RTGS_BOOTSTRAP", &self.bootstrap)
             .env("RTGS_STATUS_FILE", self.status_path(center))
             .env("RTGS_STATUS_INTERVAL_S", "2")
             // Any free port: drills never collide with a cluster on the default 9100 + N.
@@ -178,6 +182,7 @@ impl Cluster {
         let child = Command::new(BIN)
             .args(["load", "--json", "--topic-prefix", &self.prefix, "--run-id", run_id])
             .args(args)
+            .env("RTGS_BOOTSTRAP", &self.bootstrap)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -404,4 +409,68 @@ pub fn http_signed(
     stream.read_to_string(&mut response).unwrap_or_else(|e| panic!("{e}"));
     let status = response.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
     (status, response.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_string())
+}
+
+/// A broker of a drill's own, started and stopped through the project's scripts
+/// (`scripts/infra-up.sh broker` / `infra-down.sh broker` with `RTGS_INFRA_DIR` and
+/// `RTGS_BROKER_PORT`), on the default durable storage unless `storage` says otherwise.
+pub struct OwnBroker {
+    pub port: u16,
+    pub dir: PathBuf,
+    pub storage: Option<String>,
+}
+
+impl OwnBroker {
+    pub fn new(dir: PathBuf, port: u16, storage: Option<&str>) -> OwnBroker {
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        OwnBroker { port, dir, storage: storage.map(str::to_string) }
+    }
+
+    pub fn bootstrap(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    fn script(&self, name: &str, arg: &str) -> std::process::Output {
+        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts").join(name);
+        let mut cmd = Command::new("bash");
+        cmd.arg(&script)
+            .arg(arg)
+            .env("RTGS_INFRA_DIR", &self.dir)
+            .env("RTGS_BROKER_PORT", self.port.to_string());
+        if let Some(storage) = &self.storage {
+            cmd.env("RTGS_BROKER_STORAGE", storage);
+        }
+        cmd.output().unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()))
+    }
+
+    pub fn start(&self) {
+        let out = self.script("infra-up.sh", "broker");
+        assert!(
+            out.status.success(),
+            "the drill's broker on port {} could not be started: {}",
+            self.port,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// `kill -9` of the broker process (its pid file).
+    pub fn kill9(&self) {
+        let pid =
+            std::fs::read_to_string(self.dir.join("tansu.pid")).unwrap_or_else(|e| panic!("broker pid: {e}"));
+        let status = Command::new("kill").args(["-9", pid.trim()]).status().unwrap_or_else(|e| panic!("{e}"));
+        assert!(status.success(), "kill -9 {pid} failed");
+        let _ = std::fs::remove_file(self.dir.join("tansu.pid"));
+        // Until the port is free (the next start must not find the dead one listening).
+        let started = Instant::now();
+        while std::net::TcpStream::connect(self.bootstrap()).is_ok() {
+            assert!(started.elapsed() < Duration::from_secs(10), "the killed broker still listens");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for OwnBroker {
+    fn drop(&mut self) {
+        let _ = self.script("infra-down.sh", "broker");
+    }
 }
