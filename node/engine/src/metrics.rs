@@ -448,7 +448,8 @@ pub async fn serve(
         ConnectInfo(peer): ConnectInfo<SocketAddr>,
     ) -> impl IntoResponse {
         if !is_loopback(peer) {
-            return (StatusCode::FORBIDDEN, "status answers loopback callers only\n".to_string()).into_response();
+            return (StatusCode::FORBIDDEN, "status answers loopback callers only\n".to_string())
+                .into_response();
         }
         ([(header::CONTENT_TYPE, "application/json")], s.json().to_string()).into_response()
     }
