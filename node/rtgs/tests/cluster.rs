@@ -348,7 +348,7 @@ fn j_reconcile_on_a_loaded_cluster_reports_lag_never_a_difference() {
     let _one = lock();
     let mut c = Cluster::new("j");
     c.start_all();
-    let mut load = c.load_spawn("J", &["--transfers", "60000", "--accounts", "1000", "--rate", "8000"]);
+    let mut load = c.load_spawn("J", &["--transfers", "80000", "--accounts", "1000", "--rate", "8000"]);
     c.wait("transfers flowing", 60, |s| s.iter().flatten().any(|s| u(&s["seq_committed"]) > 2_000));
     let (mut rounds, mut lagging) = (0, 0);
     while rounds < 40 && load.try_wait().unwrap_or_else(|e| panic!("{e}")).is_none() {
@@ -378,5 +378,5 @@ fn j_reconcile_on_a_loaded_cluster_reports_lag_never_a_difference() {
     assert_eq!(report["ok"], true);
     c.wait_converged(120);
     c.reconcile();
-    c.assert_exactly_once_and_final("J", 60_000);
+    c.assert_exactly_once_and_final("J", 80_000);
 }
