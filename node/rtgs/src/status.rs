@@ -45,8 +45,8 @@ pub struct StatusArgs {
     /// "seq_committed", "seq_final", "lag_entries", "halted", ...}], "leader", "ok", ...}.
     #[arg(long)]
     pub json: bool,
-    /// Repeat every SECS seconds (default 1) until interrupted; the exit status is the last
-    /// report's.
+    /// Repeat every SECS seconds (default 1) until interrupted (with --json: one report per
+    /// line); the exit status is the last report's.
     #[arg(long, num_args = 0..=1, default_missing_value = "1", value_name = "SECS")]
     pub watch: Option<f64>,
 }
@@ -105,15 +105,21 @@ pub fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
     rt.block_on(async {
         let mut ok = once(&addrs, timeout, args.json).await?;
         let Some(every) = every else { return Ok(exit(ok)) };
+        // One listener for the whole watch: a Ctrl-C while the nodes are being asked counts too.
+        let interrupted = tokio::signal::ctrl_c();
+        tokio::pin!(interrupted);
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(every) => {}
-                _ = tokio::signal::ctrl_c() => return Ok(exit(ok)),
+                _ = &mut interrupted => return Ok(exit(ok)),
             }
             if !args.json {
                 println!();
             }
-            ok = once(&addrs, timeout, args.json).await?;
+            tokio::select! {
+                report = once(&addrs, timeout, args.json) => ok = report?,
+                _ = &mut interrupted => return Ok(exit(ok)),
+            }
         }
     })
 }
