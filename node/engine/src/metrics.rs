@@ -1,5 +1,7 @@
 //! The node's Prometheus metrics: `GET /metrics` on `127.0.0.1:(9100 + PORT_OFFSET)` by default
-//! (`--metrics-listen` / `RTGS_METRICS_LISTEN`), loopback callers only (403 otherwise).
+//! (`--metrics-listen` / `RTGS_METRICS_LISTEN`), loopback callers only (403 otherwise). The same
+//! listener serves `GET /status`: the node's status JSON ([`Status::json`], what
+//! `RTGS_STATUS_FILE` holds), read by `rtgs status`; loopback callers only too.
 //!
 //! 9100 + N, not 8080 + N: `rtgs serve` and the node's own HTTP API (`--api-config`) own
 //! 8080 + N, and the API serves its own `/metrics` there (job `rtgs` in `deploy/`). (9100 is also
@@ -429,7 +431,7 @@ pub async fn serve(
     use axum::response::IntoResponse;
     let addr = listener.local_addr().map_err(|e| EngineError::io("the metrics listener", e))?;
     let _ = status.metrics_listen.set(addr);
-    eprintln!("{}: metrics on http://{addr}/metrics", status.name);
+    eprintln!("{}: metrics on http://{addr}/metrics, status on http://{addr}/status", status.name);
     type Shared = (Arc<Metrics>, Arc<Status>);
     async fn get(
         State((m, s)): State<Shared>,
@@ -441,7 +443,20 @@ pub async fn serve(
         }
         ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], m.render(&s)).into_response()
     }
-    let app = axum::Router::new().route("/metrics", axum::routing::get(get)).with_state((metrics, status));
+    async fn get_status(
+        State((_, s)): State<Shared>,
+        ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    ) -> impl IntoResponse {
+        if !is_loopback(peer) {
+            return (StatusCode::FORBIDDEN, "status answers loopback callers only\n".to_string())
+                .into_response();
+        }
+        ([(header::CONTENT_TYPE, "application/json")], s.json().to_string()).into_response()
+    }
+    let app = axum::Router::new()
+        .route("/metrics", axum::routing::get(get))
+        .route("/status", axum::routing::get(get_status))
+        .with_state((metrics, status));
     axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
         .await
         .map_err(|e| EngineError::io("metrics server", e))

@@ -3,9 +3,10 @@
 //! figure of this module back to take a decision (what a task needs from another is handed to it
 //! explicitly: a channel, a `watch`).
 //!
-//! The status is JSON in `RTGS_STATUS_FILE` (every [`STATUS_INTERVAL`]) and a line on stderr
-//! every `RTGS_STATUS_INTERVAL_S`. Its top-level fields are read by the drills, `bench/` and
-//! scripts: renaming one breaks them.
+//! The status is JSON in `RTGS_STATUS_FILE` (every [`STATUS_INTERVAL`]), the same JSON at
+//! `GET /status` on the `/metrics` listener (loopback only; what `rtgs status` reads), and a line
+//! on stderr every `RTGS_STATUS_INTERVAL_S`. Its top-level fields are read by the drills,
+//! `bench/`, `rtgs status` and scripts: renaming one breaks them.
 
 use crate::limits::STATUS_INTERVAL;
 use rtgs_core::center::CenterStats;
@@ -130,13 +131,16 @@ impl Status {
         map.insert("leader".into(), q.leader.load(Ordering::Relaxed).into());
         map.insert("halted".into(), c.halted.into());
         map.insert("metrics_listen".into(), self.metrics_listen.get().map(|a| a.to_string()).into());
-        let fields: [(&str, Value); 18] = [
+        map.insert("center_count".into(), self.center_count.into());
+        let fields: [(&str, Value); 19] = [
             ("epoch", load(&q.epoch)),
             ("takeovers", load(&q.takeovers)),
             ("seq_sequenced", load(&q.seq_sequenced)),
             ("seq_applied", c.seq_applied.into()),
             ("seq_committed", load(&self.commits.seq_committed)),
             ("seq_unfinal_first", c.seq_unfinal_first.into()),
+            // Every seq up to here is final at this center.
+            ("seq_final", c.seq_unfinal_first.saturating_sub(1).into()),
             ("finalized", c.finalized.into()),
             ("divergences", c.stats.divergences.into()),
             ("gap_pulls", c.stats.gap_pulls.into()),
@@ -153,6 +157,14 @@ impl Status {
         for (name, value) in fields {
             map.insert(name.into(), value);
         }
+        // Highest seq each center acked, as this node last read it (index = center − 1): how far
+        // a center that does not answer is behind, seen from the others.
+        let acked = &c.seq_acked[..self.center_count.min(CENTER_COUNT_MAX)];
+        map.insert("seq_acked".into(), acked.iter().map(|&s| Value::from(s)).collect());
+        // Open operator alerts. The node keeps none today: the plugins' alerts are effects handed
+        // to their owner's adapter once (counted in `plugins.*_alerts`), not state that stays open
+        // until resolved; an empty list until alerts are derived from state (issue 14, point 5).
+        map.insert("alerts".into(), Value::Array(Vec::new()));
         map.insert("center_stats".into(), center_stats_json(&c.stats));
         if let Some(p) = &self.plugins {
             map.insert("plugins".into(), plugins_json(p, &c.stats));

@@ -213,9 +213,15 @@ async fn connection(
     Ok(report)
 }
 
+/// The largest response body read (a `content-length` is the server's word, not a promise).
+const BODY_BYTES_MAX: usize = 64 << 20;
+
 /// Reads one response: the status, and the body into `body` (by `content-length`). The head is
-/// found in the connection's buffer, not byte by byte.
-async fn read_response(stream: &mut BufReader<TcpStream>, body: &mut Vec<u8>) -> anyhow::Result<u16> {
+/// found in the connection's buffer, not byte by byte. (`rtgs status` reads its answers with it.)
+pub(crate) async fn read_response(
+    stream: &mut BufReader<TcpStream>,
+    body: &mut Vec<u8>,
+) -> anyhow::Result<u16> {
     let mut head: Vec<u8> = Vec::with_capacity(256);
     loop {
         let buf = stream.fill_buf().await.context("reading a response")?;
@@ -250,6 +256,7 @@ async fn read_response(stream: &mut BufReader<TcpStream>, body: &mut Vec<u8>) ->
             k.eq_ignore_ascii_case("content-length").then(|| v.trim().parse().ok())?
         })
         .context("response without content-length")?;
+    anyhow::ensure!(length <= BODY_BYTES_MAX, "response body of {length} bytes (at most {BODY_BYTES_MAX})");
     body.resize(length, 0);
     stream.read_exact(body).await.context("reading a response body")?;
     Ok(status)

@@ -13,6 +13,8 @@
 //! * [`withdraw`] — `rtgs withdraw`: one withdrawal cycle of the withdrawal plugin on a
 //!   production cluster: the world's accounts, chains, assets, vaults and timers, then the requests.
 //! * `reconcile` ([`reconcile`]) — compare the production engine's center databases.
+//! * `status` ([`status`]) — every center of a running production cluster, from each node's
+//!   `GET /status`.
 //! * `serve` ([`serve`]) — the embedded cluster behind the participant HTTP API (`rtgs-api`).
 //! * [`plugin_flags`] — the plugin flags every command shares, built into `rtgs_plugins`'s one
 //!   `PluginsConfig`.
@@ -35,6 +37,7 @@ mod plugin_flags;
 mod reconcile;
 mod serve;
 mod sim;
+mod status;
 mod timeline;
 mod verify;
 mod withdraw;
@@ -69,8 +72,12 @@ enum Command {
     Match(matching::MatchArgs),
     /// Withdrawal cycle of the withdrawal plugin on a production cluster started with --withdrawal.
     Withdraw(withdraw::WithdrawArgs),
-    /// Compare the center databases of the production engine (exit 1 on any difference).
+    /// Compare the center databases of the production engine at their common seq (exit 1 on any
+    /// difference; lag is reported, not a difference).
     Reconcile(reconcile::ReconcileArgs),
+    /// Every center of a running production cluster: up, leader, seqs, lag, halted (exit 1 unless
+    /// every center is up and none halted).
+    Status(status::StatusArgs),
     /// Run the embedded cluster behind the participant HTTP API on 127.0.0.1:8080+PORT_OFFSET.
     Serve(serve::ServeArgs),
     /// Load a running `rtgs serve` with signed HTTP requests; report requests/s and latency.
@@ -89,6 +96,7 @@ fn main() -> ExitCode {
         Command::Match(args) => matching::run(args),
         Command::Withdraw(args) => withdraw::run(args),
         Command::Reconcile(args) => reconcile::run(args),
+        Command::Status(args) => status::run(args),
         Command::Serve(args) => serve::run(args),
         Command::HttpLoad(args) => http_load::run(args),
     };

@@ -353,3 +353,37 @@ fn demo_with_collection_sweeps_every_wallet_and_audits_clean() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `rtgs status` with nobody answering: a refused connection and a listener that never answers
+/// are both `up: false` rows (the timeout holds), the exit status is 1, never an error (2).
+#[test]
+fn status_reports_silent_centers_as_down_and_exits_1() {
+    let refused = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap_or_else(|e| panic!("{e}"));
+    // Accepts connections (the kernel's backlog) but never answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+    let silent_addr = silent.local_addr().unwrap_or_else(|e| panic!("{e}"));
+    let addrs = format!("{refused},{silent_addr}");
+    let out = rtgs()
+        .args(["status", "--json", "--timeout-ms", "300", "--addr", &addrs])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let v = json_of(&out);
+    assert_eq!(v["ok"], false);
+    assert_eq!(v["centers_up"], 0);
+    let centers = v["centers"].as_array().unwrap_or_else(|| panic!("{v}"));
+    assert_eq!(centers.len(), 2, "{v}");
+    for (i, c) in centers.iter().enumerate() {
+        assert_eq!(
+            (c["id"].as_str(), &c["up"], &c["leader"]),
+            (Some(&*format!("DC{}", i + 1)), &false.into(), &false.into())
+        );
+        assert!(c["seq_committed"].is_null() && c["lag_entries"].is_null(), "{v}");
+    }
+    assert!(centers[1]["error"].as_str().is_some_and(|e| e.contains("no answer within 300 ms")), "{v}");
+    drop(silent);
+    let out = rtgs().args(["status", "--watch", "0"]).output().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(2), "a bad --watch is a usage error");
+}

@@ -4,6 +4,9 @@
 //! databases reconcile (`rtgs reconcile`: same balances, same state hash, money conserved) and
 //! that every submitted `bmi` was applied exactly once in every center and is final.
 //!
+//! Drills i and j are the operator's view: `rtgs status` against the nodes' `/status`, and
+//! `rtgs reconcile` while transfers flow.
+//!
 //! Each drill has its own topic prefix and databases. The drills run one at a time (they share
 //! two cores with the servers).
 
@@ -406,4 +409,121 @@ fn zz_experiment_wiped_broker() {
         );
     }
     let _ = c.load_finish(load);
+}
+
+/// `rtgs status --json` against these `/metrics` listeners: (exit code, report).
+fn status(addrs: &[String], json: bool) -> (Option<i32>, String) {
+    let out = Command::new(common::BIN)
+        .arg("status")
+        .args(json.then_some("--json"))
+        .args(addrs.iter().flat_map(|a| ["--addr", a.as_str()]))
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run rtgs status: {e}"));
+    (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn status_json(addrs: &[String]) -> (Option<i32>, serde_json::Value) {
+    let (code, out) = status(addrs, true);
+    (code, serde_json::from_str(&out).unwrap_or_else(|e| panic!("rtgs status --json: {e}: {out}")))
+}
+
+/// i. `rtgs status` asks every node's `GET /status`: three centers up, one leader, the seqs of a
+/// converged cluster; after a `kill -9` the center is `up: false` and the exit status non-zero.
+#[test]
+fn l_status_shows_every_center_and_a_killed_one_as_down() {
+    let _one = lock();
+    let mut c = Cluster::new("i");
+    c.start_all();
+    let report = c.load_finish(c.load_spawn("I", &["--transfers", "2000", "--accounts", "100"]));
+    assert_eq!(report["ok"], true);
+    c.wait_converged(60);
+    let s = c.statuses();
+    let addrs: Vec<String> = s
+        .iter()
+        .map(|s| {
+            s.as_ref().and_then(|s| s["metrics_listen"].as_str()).unwrap_or_else(|| panic!("{s:?}")).into()
+        })
+        .collect();
+    let leader = c.leader();
+    let (code, v) = status_json(&addrs);
+    eprintln!("rtgs status: {v}");
+    assert_eq!((code, &v["ok"]), (Some(0), &serde_json::json!(true)), "{v}");
+    let centers = v["centers"].as_array().unwrap_or_else(|| panic!("no centers: {v}"));
+    assert_eq!(centers.len(), 3);
+    let committed = u(&centers[0]["seq_committed"]);
+    assert!(committed >= 2000, "the load's entries are committed: {v}");
+    for (i, center) in centers.iter().enumerate() {
+        assert_eq!(center["id"], format!("DC{}", i + 1), "{v}");
+        assert_eq!((&center["up"], &center["halted"]), (&true.into(), &false.into()), "{v}");
+        // Converged: every center committed and finalized the same seq, none behind.
+        assert_eq!(u(&center["seq_committed"]), committed, "{v}");
+        assert!(u(&center["seq_applied"]) >= committed, "{v}");
+        assert_eq!(u(&center["seq_final"]), committed, "{v}");
+        assert_eq!(u(&center["lag_entries"]), 0, "{v}");
+        assert_eq!(center["alerts"], serde_json::json!([]), "{v}");
+    }
+    let leaders: Vec<usize> = (0..3).filter(|&i| centers[i]["leader"] == true).collect();
+    assert_eq!(leaders, [leader - 1], "exactly one leader, the one the status files name: {v}");
+    assert_eq!(v["leader"], format!("DC{leader}"));
+    assert!(u(&centers[leader - 1]["epoch"]) > 0 && v["epoch"] == centers[leader - 1]["epoch"], "{v}");
+
+    let victim = if leader == 3 { 2 } else { 3 };
+    c.kill9(victim);
+    let (code, v) = status_json(&addrs);
+    eprintln!("rtgs status with DC{victim} killed: {v}");
+    assert_eq!(code, Some(1), "a center down is a non-zero exit: {v}");
+    assert_eq!(v["ok"], false);
+    let centers = v["centers"].as_array().unwrap_or_else(|| panic!("no centers: {v}"));
+    for (i, center) in centers.iter().enumerate() {
+        assert_eq!(center["up"], i + 1 != victim, "{v}");
+    }
+    let down = &centers[victim - 1];
+    assert!(down["error"].is_string() && down["seq_committed"].is_null(), "{v}");
+    // Placed by the acks the survivors heard of it.
+    assert!(down["lag_entries"].as_u64().is_some_and(|l| l <= committed), "{v}");
+    assert_eq!(v["leader"], format!("DC{leader}"));
+    let (code, table) = status(&addrs, false);
+    assert_eq!(code, Some(1));
+    assert!(table.contains("DOWN") && table.contains("NOT OK: 2 of 3 centers up"), "{table}");
+    c.reconcile();
+}
+
+/// j. `rtgs reconcile` while transfers flow: the centers stand at different seqs (lag), compared
+/// at their common seq they never differ.
+#[test]
+fn m_reconcile_on_a_loaded_cluster_reports_lag_never_a_difference() {
+    let _one = lock();
+    let mut c = Cluster::new("j");
+    c.start_all();
+    let mut load = c.load_spawn("J", &["--transfers", "80000", "--accounts", "1000", "--rate", "8000"]);
+    c.wait("transfers flowing", 60, |s| s.iter().flatten().any(|s| u(&s["seq_committed"]) > 2_000));
+    let (mut rounds, mut lagging) = (0, 0);
+    while rounds < 40 && load.try_wait().unwrap_or_else(|e| panic!("{e}")).is_none() {
+        // One reading round: no waiting for the centers to stand still.
+        let out = Command::new(common::BIN)
+            .args(["reconcile", "--json", "--attempts", "1", "--db-prefix", &format!("{}_dc", c.prefix)])
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("reconcile: {e}: {}", String::from_utf8_lossy(&out.stderr)));
+        assert!(out.status.success() && v["ok"] == true, "a live cluster reported a difference: {v}");
+        assert_eq!(v["differences"], serde_json::json!([]), "{v}");
+        let centers = v["centers"].as_array().unwrap_or_else(|| panic!("{v}"));
+        let seqs: Vec<u64> = centers.iter().map(|c| u(&c["seq_committed"])).collect();
+        let highest = seqs.iter().copied().max().unwrap_or(0);
+        assert_eq!(u(&v["common_seq"]), seqs.iter().copied().min().unwrap_or(0), "{v}");
+        for (center, seq) in centers.iter().zip(&seqs) {
+            assert_eq!(u(&center["lag_entries"]), highest - seq, "{v}");
+            assert_eq!(u(&center["entries_past_common"]), seq - u(&v["common_seq"]), "{v}");
+        }
+        lagging += usize::from(highest > u(&v["common_seq"]));
+        rounds += 1;
+    }
+    eprintln!("DRILL j: {rounds} readings under load, {lagging} with centers at different seqs");
+    assert!(lagging > 0, "no reading saw the centers at different seqs, so the drill proved nothing");
+    let report = c.load_finish(load);
+    assert_eq!(report["ok"], true);
+    c.wait_converged(120);
+    c.reconcile();
+    c.assert_exactly_once_and_final("J", 80_000);
 }

@@ -1,6 +1,7 @@
-//! `rtgs reconcile` against three real center databases: equal centers reconcile; a divergence
-//! (a different outcome from seq 20 on, hence a different hash chain, and a wrong balance) is
-//! found, located, and fails the command.
+//! `rtgs reconcile` against three real center databases: a center behind the others is lag, not
+//! a difference (compared at the common seq); equal centers reconcile; a divergence (a different
+//! outcome from seq 20 on, hence a different hash chain, and a wrong balance) is found, located,
+//! and fails the command.
 
 use rtgs_core::center::{Commit, Progress};
 use rtgs_core::entry::{AccountId, Bmi, CenterId, Currency, Entry, Payload, Transfer};
@@ -51,6 +52,22 @@ fn reconcile() -> (bool, serde_json::Value) {
     (out.status.success(), v)
 }
 
+async fn commit(store: &CenterStore, ledger: &mut Ledger, chunk: &[Entry]) {
+    let applied: Vec<_> = chunk.iter().map(|e| ledger.apply(e)).collect();
+    let mut changed = rtgs_core::ledger::ChangedRows::default();
+    let funded = ledger.take_changed(&mut changed).to_vec();
+    let commit = Commit {
+        applied,
+        entries: chunk.to_vec(),
+        changed,
+        funded,
+        journal_next: Some(1),
+        progress: Progress { seq_unfinal_first: 1, ack_next: 1, seq_notice_from: 1, ..Progress::default() },
+        ..Commit::default()
+    };
+    store.commit(&commit, PluginSave::None).await.unwrap_or_else(|e| panic!("{e}"));
+}
+
 #[tokio::test]
 async fn reconcile_finds_and_locates_divergence() {
     if let Err(e) = dev::start_postgres() {
@@ -59,39 +76,53 @@ async fn reconcile_finds_and_locates_divergence() {
     let pg = dev::PgSettings::from_env();
     let entries = journal();
     let mut pools = Vec::new();
+    let mut stores = Vec::new();
     for c in 1..=3 {
         let pool = dev::fresh_database(&pg, &format!("{PREFIX}{c}"), Schema::Center, 2)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
-        let store = CenterStore::new(pool.clone());
         let mut ledger = Ledger::new();
         ledger.track_changes(true);
-        for chunk in entries.chunks(10) {
-            let applied: Vec<_> = chunk.iter().map(|e| ledger.apply(e)).collect();
-            let mut changed = rtgs_core::ledger::ChangedRows::default();
-            let funded = ledger.take_changed(&mut changed).to_vec();
-            let commit = Commit {
-                applied,
-                entries: chunk.to_vec(),
-                changed,
-                funded,
-                journal_next: Some(1),
-                progress: Progress {
-                    seq_unfinal_first: 1,
-                    ack_next: 1,
-                    seq_notice_from: 1,
-                    ..Progress::default()
-                },
-                ..Commit::default()
-            };
-            store.commit(&commit, PluginSave::None).await.unwrap_or_else(|e| panic!("{e}"));
-        }
+        stores.push((CenterStore::new(pool.clone()), ledger));
         pools.push(pool);
     }
+    let chunks: Vec<&[Entry]> = entries.chunks(10).collect();
+    // DC3 is behind by the last chunk: lag, and every center agrees at the common seq.
+    for (c, (store, ledger)) in stores.iter_mut().enumerate() {
+        let upto = if c == 2 { chunks.len() - 1 } else { chunks.len() };
+        for chunk in &chunks[..upto] {
+            commit(store, ledger, chunk).await;
+        }
+    }
+    let (ok, v) = reconcile();
+    assert!(ok, "a center behind is lag, not a difference: {v}");
+    let behind = (entries.len() - chunks[chunks.len() - 1].len()) as u64;
+    assert_eq!(
+        (v["common_seq"].as_u64(), v["highest_seq"].as_u64()),
+        (Some(behind), Some(entries.len() as u64))
+    );
+    let lag: Vec<(u64, u64)> = v["centers"]
+        .as_array()
+        .map(|c| {
+            c.iter()
+                .map(|c| (c["lag_entries"].as_u64().unwrap_or(99), c["seq_committed"].as_u64().unwrap_or(0)))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(
+        lag,
+        [(0, entries.len() as u64), (0, entries.len() as u64), (entries.len() as u64 - behind, behind)]
+    );
+    assert_eq!(v["centers"][2]["balances_compared"], false, "DC3 stands alone at its seq: {v}");
+    assert_eq!(v["centers"][1]["balances_compared"], true, "DC1 and DC2 stand at one seq: {v}");
+    let (store, ledger) = &mut stores[2];
+    commit(store, ledger, chunks[chunks.len() - 1]).await;
+
     let (ok, v) = reconcile();
     assert!(ok, "equal centers must reconcile: {v}");
     assert_eq!(v["ok"], true);
     assert_eq!(v["common_seq"], entries.len());
+    assert!(v["centers"].as_array().is_some_and(|c| c.iter().all(|c| c["lag_entries"] == 0)), "{v}");
 
     // DC3 diverges: a different chain from seq 20 on, and a balance that is off by one.
     let c = pools[2].get().await.unwrap_or_else(|e| panic!("{e}"));
