@@ -83,6 +83,7 @@ pub async fn recv_batch<C: ConsumerContext + 'static>(
     match tokio::time::timeout(wait, consumer.recv()).await {
         Ok(Ok(m)) => batch.push((m.offset(), m.payload().unwrap_or(&[]).to_vec())),
         Ok(Err(e)) => {
+            crate::broker_loss::note_error(&e);
             eprintln!("{who}: {e}");
             tokio::time::sleep(CONSUMER_ERROR_PAUSE).await;
             return batch;

@@ -64,6 +64,9 @@ pub struct Faults {
     pub drop_journal_one_in: u64,
     /// Do not publish one in N of this center's ack messages: re-acks must recover them.
     pub drop_acks_one_in: u64,
+    /// Ack this seq with a state hash that differs from the one this center computed, as a
+    /// center whose state diverged would (0: off): finality must halt, nothing wrong final.
+    pub diverge_at_seq: u64,
 }
 
 /// What the center's tasks are given.

@@ -37,6 +37,7 @@
 
 pub mod api;
 pub mod broker;
+pub mod broker_loss;
 pub mod center;
 pub mod clock;
 pub mod error;
@@ -45,13 +46,14 @@ pub mod limits;
 pub mod metrics;
 pub mod pg;
 pub mod plugins;
+pub mod rebuild;
 pub mod sequencer;
 pub mod status;
 
 use crate::error::EngineError;
 use crate::limits::{
-    CENTER_POOL_CONNECTIONS, FEED_QUEUE_BATCHES, LEASE_POOL_CONNECTIONS, OUTBOX_POOL_CONNECTIONS,
-    SEQUENCER_POOL_CONNECTIONS, TOPICS_TIMEOUT, WORKER_THREADS,
+    BROKER_WAIT_PAUSE, CENTER_POOL_CONNECTIONS, FEED_QUEUE_BATCHES, LEASE_POOL_CONNECTIONS,
+    OUTBOX_POOL_CONNECTIONS, SEQUENCER_POOL_CONNECTIONS, TOPICS_TIMEOUT, WORKER_THREADS,
 };
 use crate::status::Status;
 use rtgs_core::entry::CenterId;
@@ -221,17 +223,33 @@ async fn start(
         (pool(&config.db, CENTER_POOL_CONNECTIONS)?, pool(&config.seq_db, SEQUENCER_POOL_CONNECTIONS)?);
     let (outbox_pool, lease_pool) =
         (pool(&config.seq_db, OUTBOX_POOL_CONNECTIONS)?, pool(&config.seq_db, LEASE_POOL_CONNECTIONS)?);
-    rtgs_kafka::topics::ensure(
-        &config.bootstrap,
-        &rtgs_kafka::topics::production_named(&broker.topics),
-        1,
-        TOPICS_TIMEOUT,
-    )
-    .await
-    .map_err(|e| {
-        EngineError::kafka(format!("cannot prepare the topics on the broker at {}", config.bootstrap), e)
-    })?;
+    let specs = rtgs_kafka::topics::production_named(&broker.topics);
+    loop {
+        match rtgs_kafka::topics::ensure(&config.bootstrap, &specs, 1, TOPICS_TIMEOUT).await {
+            Ok(()) => break,
+            // Restarted because the broker went away: wait for it as long as it takes.
+            Err(e) if broker_loss::restarted() => {
+                eprintln!("{name}: waiting for the broker at {}: {e}", config.bootstrap);
+                tokio::time::sleep(BROKER_WAIT_PAUSE).await;
+            }
+            Err(e) => {
+                return Err(EngineError::kafka(
+                    format!("cannot prepare the topics on the broker at {}", config.bootstrap),
+                    e,
+                ))
+            }
+        }
+    }
     let retry = pg::PgRetry::new(&name, Arc::clone(&status.pg_retries));
+    broker_loss::check(
+        config,
+        &broker.topics,
+        &CenterStore::new(center_pool.clone()),
+        &SequencerStore::new(outbox_pool.clone()),
+        &retry,
+        status,
+    )
+    .await?;
     let links = plugins::links(&name, config.center, &config.plugins, &broker, status.plugins.clone())?;
     let (router, adapters) = match links {
         Some((router, adapters)) => (Some(router), adapters),
@@ -303,6 +321,7 @@ async fn start(
         reporter.await;
         Ok(())
     });
+    tasks.spawn(broker_loss::watch(name.clone()));
     eprintln!("{name}: running");
     Ok(())
 }

@@ -135,6 +135,15 @@ pub const CONSUMER_ERROR_PAUSE: Duration = Duration::from_millis(100);
 /// Broker metadata calls (watermarks, seeks, topic creation).
 pub const BROKER_CALL_TIMEOUT: Duration = Duration::from_secs(10);
 pub const TOPICS_TIMEOUT: Duration = Duration::from_secs(30);
+/// A node restarted because the broker went away tries to reach it again this often.
+pub const BROKER_WAIT_PAUSE: Duration = Duration::from_secs(1);
+/// How often the node looks whether the broker went away (and, ×10, whether a halted node's
+/// journal was rebuilt).
+pub const BROKER_LOSS_POLL: Duration = Duration::from_millis(100);
+/// Outbox batches `rtgs rebuild-journal` reads and publishes at a time.
+pub const REBUILD_PAGE_BATCHES: i64 = 256;
+/// A node halted because the broker lost data says so on stderr this often.
+pub const BROKER_LOST_LINE_EVERY: Duration = Duration::from_secs(10);
 
 // ---- the sequencer ---------------------------------------------------------------------------
 

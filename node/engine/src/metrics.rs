@@ -251,12 +251,16 @@ const MIRRORED_COUNTERS: [(&str, &str); 8] = [
     ),
 ];
 /// Gauges read from [`Status`] when scraped: (name, help).
-const GAUGES: [(&str, &str); 5] = [
+const GAUGES: [(&str, &str); 6] = [
     ("rtgs_sequencer_leader", "1 while this node leads the sequencer, else 0."),
     ("rtgs_sequencer_epoch", "The sequencer epoch this node last led at (0: never led)."),
     ("rtgs_journal_applied_seq", "Highest seq applied to this center's ledger."),
     ("rtgs_journal_committed_seq", "Highest seq committed to this center's database."),
     ("rtgs_finality_halted", "1 once a divergence halted finality here (an operator must intervene)."),
+    (
+        "rtgs_broker_data_lost",
+        "1 while this node is halted because the broker lost data it had read (run rtgs rebuild-journal).",
+    ),
 ];
 /// Counters added to by the tasks: (name, help).
 const COUNTERS: [(&str, &str); 2] = [
@@ -389,6 +393,7 @@ impl Metrics {
             c.seq_applied,
             load(&status.commits.seq_committed),
             u64::from(c.halted),
+            u64::from(crate::status::lock(&status.broker_lost).is_some()),
         ];
         for ((name, _), value) in GAUGES.into_iter().zip(gauges) {
             self.recorder.register_gauge(&key(name, &own), &METADATA).set(value as f64);

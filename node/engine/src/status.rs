@@ -104,6 +104,8 @@ pub struct Status {
     /// PostgreSQL calls repeated ([`crate::pg::PgRetry`]).
     pub pg_retries: Arc<AtomicU64>,
     pub plugins: Option<Arc<PluginStatus>>,
+    /// Why the node is halted at start because the broker lost data (`broker_loss`).
+    pub broker_lost: Mutex<Option<String>>,
 }
 
 impl Status {
@@ -118,6 +120,7 @@ impl Status {
             publish: Arc::default(),
             pg_retries: Arc::default(),
             plugins: plugins.then(Arc::default),
+            broker_lost: Mutex::new(None),
         }
     }
 
@@ -129,7 +132,17 @@ impl Status {
         map.insert("center".into(), self.name.clone().into());
         map.insert("pid".into(), std::process::id().into());
         map.insert("leader".into(), q.leader.load(Ordering::Relaxed).into());
-        map.insert("halted".into(), c.halted.into());
+        let broker_lost = lock(&self.broker_lost).clone();
+        map.insert("halted".into(), (c.halted || broker_lost.is_some()).into());
+        map.insert(
+            "halted_reason".into(),
+            match (&broker_lost, c.halted) {
+                (Some(why), _) => format!("the broker lost data: {why}").into(),
+                (None, true) => "divergence".into(),
+                (None, false) => Value::Null,
+            },
+        );
+        map.insert("broker_data_lost".into(), broker_lost.is_some().into());
         map.insert("metrics_listen".into(), self.metrics_listen.get().map(|a| a.to_string()).into());
         map.insert("center_count".into(), self.center_count.into());
         let fields: [(&str, Value); 19] = [
@@ -215,7 +228,10 @@ impl Status {
             v("gap_pulls"),
             v("notices"),
             v("pg_retries"),
-            if s["halted"] == true { " FINALITY HALTED (divergence)" } else { "" }
+            match s["halted_reason"].as_str() {
+                Some(why) => format!(" HALTED ({why})"),
+                None => String::new(),
+            }
         )
     }
 }

@@ -50,6 +50,12 @@ pub fn producer(bootstrap: &str, client_id: &str) -> Result<FutureProducer, Kafk
         .set("message.timeout.ms", "30000")
         .set("retry.backoff.ms", "100")
         .set("socket.keepalive.enable", "true")
+        // Topics are created by `topics::ensure` only. librdkafka's producer default (true)
+        // lets the broker re-create a topic that vanished (a broker on memory storage
+        // restarted) as a new, empty topic with a new identity — which both hides the loss and,
+        // in librdkafka 2.12, crashes every client that knew the old identity (SIGSEGV in the
+        // metadata cache, confluentinc/librdkafka#4964).
+        .set("allow.auto.create.topics", "false")
         .create()?)
 }
 
@@ -87,6 +93,7 @@ pub fn consumer<C: ConsumerContext + 'static>(
         // No transactions anywhere.
         .set("isolation.level", "read_uncommitted")
         .set("enable.partition.eof", "false")
+        .set("allow.auto.create.topics", "false")
         .set("socket.keepalive.enable", "true")
         .create_with_context(context)?)
 }

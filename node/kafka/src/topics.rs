@@ -51,6 +51,9 @@ impl Default for TopicNames {
     }
 }
 
+/// `retention.ms` that never expires (`i64::MAX` ms), spelled as the broker takes it.
+pub const RETENTION_FOREVER_MS: &str = "9223372036854775807";
+
 /// The four topics. Every one has exactly one partition: the journal must (global order); the
 /// inbound topic's single partition is what elects the sequencer leader; acks and notices are
 /// small and one partition keeps each center's stream in order.
@@ -69,8 +72,11 @@ pub fn production_named(names: &TopicNames) -> Vec<TopicSpec> {
     let max = ("max.message.bytes", MESSAGE_BYTES_MAX_TEXT);
     vec![
         spec(&names.inbound, vec![("cleanup.policy", "delete"), ("retention.ms", WEEK_MS), max]),
-        // The journal is the record of money: never deleted by the broker.
-        spec(&names.journal, vec![("cleanup.policy", "delete"), ("retention.ms", "-1"), max]),
+        // The journal is the record of money: never deleted by the broker. Not "-1" (Kafka's
+        // "no limit"): tansu 0.6's sqlite storage reads -1 as "older than -1 ms" and deleted
+        // every journal record at its next retention sweep (seen: a broker restarted with every
+        // journal record gone, its watermark intact); the largest value means the same on both.
+        spec(&names.journal, vec![("cleanup.policy", "delete"), ("retention.ms", RETENTION_FOREVER_MS), max]),
         spec(&names.applied, vec![("cleanup.policy", "delete"), ("retention.ms", WEEK_MS), max]),
         spec(&names.notify, vec![("cleanup.policy", "delete"), ("retention.ms", WEEK_MS), max]),
     ]

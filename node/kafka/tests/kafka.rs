@@ -30,7 +30,11 @@ fn unique(name: &str) -> String {
 }
 
 fn one_partition(name: &str) -> TopicSpec {
-    TopicSpec { name: name.to_string(), partitions: 1, config: vec![("retention.ms", "-1")] }
+    TopicSpec {
+        name: name.to_string(),
+        partitions: 1,
+        config: vec![("retention.ms", topics::RETENTION_FOREVER_MS)],
+    }
 }
 
 #[tokio::test]

@@ -243,6 +243,33 @@ impl CenterStore {
             .collect()
     }
 
+    /// The broker generation this center's topic offsets refer to, and the offsets (journal,
+    /// acks).
+    pub async fn broker_position(&self) -> Result<(i64, i64, i64), StoreError> {
+        let client = self.pool.get().await?;
+        let r = client
+            .query_one(
+                "SELECT broker_generation, journal_offset, ack_offset FROM watermark WHERE id = 1",
+                &[],
+            )
+            .await?;
+        Ok((r.get(0), r.get(1), r.get(2)))
+    }
+
+    /// Adopts a rebuilt broker's `generation`: the journal and the acks are read again from the
+    /// start of the new topics (what was applied is dropped by seq; finality re-counts acks).
+    pub async fn adopt_broker_generation(&self, generation: i64) -> Result<(), StoreError> {
+        let client = self.pool.get().await?;
+        client
+            .execute(
+                "UPDATE watermark SET broker_generation = $1, journal_offset = -1, ack_offset = -1,
+                        updated_at = now() WHERE id = 1 AND broker_generation < $1",
+                &[&generation],
+            )
+            .await?;
+        Ok(())
+    }
+
     /// Reads the center back: ledger (checked for conservation) and its positions.
     pub async fn load(&self) -> Result<Stored, StoreError> {
         let client = self.pool.get().await?;

@@ -18,6 +18,7 @@ const SEQUENCER: &[(&str, &str)] = &[
     ("0001_init", include_str!("../../../migrations/sequencer/0001_init.sql")),
     ("0002_outbox_uncompressed", include_str!("../../../migrations/sequencer/0002_outbox_uncompressed.sql")),
     ("0003_sequenced_bmi", include_str!("../../../migrations/sequencer/0003_sequenced_bmi.sql")),
+    ("0004_broker_generation", include_str!("../../../migrations/sequencer/0004_broker_generation.sql")),
 ];
 const CENTER: &[(&str, &str)] = &[
     ("0001_init", include_str!("../../../migrations/center/0001_init.sql")),
@@ -25,6 +26,7 @@ const CENTER: &[(&str, &str)] = &[
     ("0003_notice_watermark", include_str!("../../../migrations/center/0003_notice_watermark.sql")),
     ("0004_plugin_state", include_str!("../../../migrations/center/0004_plugin_state.sql")),
     ("0005_holds", include_str!("../../../migrations/center/0005_holds.sql")),
+    ("0006_broker_generation", include_str!("../../../migrations/center/0006_broker_generation.sql")),
 ];
 const LOCK_KEY: i64 = 0x5254_4753; // "RTGS"
 

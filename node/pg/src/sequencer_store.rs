@@ -333,6 +333,57 @@ impl SequencerStore {
         Ok(n == 1)
     }
 
+    /// The broker generation every recorded topic offset refers to (migration 0004).
+    pub async fn broker_generation(&self) -> Result<i64, StoreError> {
+        let client = self.pool.get().await?;
+        Ok(client.query_one("SELECT broker_generation FROM sequencer WHERE id = 1", &[]).await?.get(0))
+    }
+
+    /// The inbound-topic offset whose commands are recorded last (-1: none).
+    pub async fn inbound_offset(&self) -> Result<i64, StoreError> {
+        let client = self.pool.get().await?;
+        Ok(client.query_one("SELECT inbound_offset FROM sequencer WHERE id = 1", &[]).await?.get(0))
+    }
+
+    /// Up to `limit` recorded batches after `after_seq_first`, in seq order (a rebuild of the
+    /// journal reads the whole outbox this way).
+    pub async fn outbox_page(
+        &self,
+        after_seq_first: Seq,
+        limit: i64,
+    ) -> Result<Vec<OutboxBatch>, StoreError> {
+        let client = self.pool.get().await?;
+        let rows = client
+            .query(
+                "SELECT seq_first, seq_last, epoch, frames FROM journal_outbox
+                  WHERE seq_first > $1 ORDER BY seq_first LIMIT $2",
+                &[&to_i64(after_seq_first)?, &limit],
+            )
+            .await?;
+        rows.iter().map(row_to_batch).collect()
+    }
+
+    /// Ends a rebuild of the journal (every outbox batch published again to new topics): one
+    /// transaction raises the broker generation, fences whoever led (epoch + 1) and frees the
+    /// lease, starts the new inbound topic from its beginning and marks every batch published.
+    /// Returns the new generation and epoch.
+    pub async fn journal_rebuilt(&self) -> Result<(i64, u32), StoreError> {
+        let mut client = self.pool.get().await?;
+        let tx = client.transaction().await?;
+        let row = tx
+            .query_one(
+                "UPDATE sequencer SET broker_generation = broker_generation + 1, epoch = epoch + 1,
+                        leader = NULL, inbound_offset = -1, updated_at = clock_timestamp()
+                  WHERE id = 1 RETURNING broker_generation, epoch",
+                &[],
+            )
+            .await?;
+        tx.execute("UPDATE journal_outbox SET published = true WHERE NOT published", &[]).await?;
+        tx.commit().await?;
+        let epoch = u32::try_from(row.get::<_, i64>(1)).map_err(|_| StoreError::Corrupt("epoch".into()))?;
+        Ok((row.get(0), epoch))
+    }
+
     /// Seconds since the leader last recorded a batch or renewed its lease, and the epoch.
     pub async fn leader_silence(&self) -> Result<(f64, u32), StoreError> {
         let client = self.pool.get().await?;

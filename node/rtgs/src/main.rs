@@ -12,6 +12,8 @@
 //!   cluster: the workload's accounts, settings and opening offers, then the orders.
 //! * [`withdraw`] — `rtgs withdraw`: one withdrawal cycle of the withdrawal plugin on a
 //!   production cluster: the world's accounts, chains, assets, vaults and timers, then the requests.
+//! * `rebuild-journal` ([`rebuild`]) — publish the journal again from the sequencer's outbox after
+//!   the broker lost its data (the nodes halt until then).
 //! * `reconcile` ([`reconcile`]) — compare the production engine's center databases.
 //! * `status` ([`status`]) — every center of a running production cluster, from each node's
 //!   `GET /status`.
@@ -34,6 +36,7 @@ mod matching;
 mod node;
 mod pg_args;
 mod plugin_flags;
+mod rebuild;
 mod reconcile;
 mod serve;
 mod sim;
@@ -75,6 +78,8 @@ enum Command {
     /// Compare the center databases of the production engine at their common seq (exit 1 on any
     /// difference; lag is reported, not a difference).
     Reconcile(reconcile::ReconcileArgs),
+    /// Publish the journal again from the outbox after the broker lost its data.
+    RebuildJournal(rebuild::RebuildArgs),
     /// Every center of a running production cluster: up, leader, seqs, lag, halted (exit 1 unless
     /// every center is up and none halted).
     Status(status::StatusArgs),
@@ -96,6 +101,7 @@ fn main() -> ExitCode {
         Command::Match(args) => matching::run(args),
         Command::Withdraw(args) => withdraw::run(args),
         Command::Reconcile(args) => reconcile::run(args),
+        Command::RebuildJournal(args) => rebuild::run(args),
         Command::Status(args) => status::run(args),
         Command::Serve(args) => serve::run(args),
         Command::HttpLoad(args) => http_load::run(args),

@@ -52,6 +52,10 @@ pub struct NodeArgs {
     /// if the broker lost it; finality must recover by publishing acks again). 0: off.
     #[arg(long, env = "RTGS_FAULT_DROP_ACKS_ONE_IN", default_value_t = 0, hide = true)]
     pub fault_drop_acks_one_in: u64,
+    /// Fault injection for drills: this center acks seq N with a state hash other than the one it
+    /// computed, as a diverged center would (finality must halt everywhere). 0: off.
+    #[arg(long, env = "RTGS_FAULT_DIVERGE_AT_SEQ", default_value_t = 0, hide = true)]
+    pub fault_diverge_at_seq: u64,
     /// No idle Tick entries (`RTGS_NO_IDLE_TICK=true`; drills that compare quiescent databases):
     /// ticks then ride only with batches. Plugin timers need idle ticks: never in production.
     #[arg(long, env = "RTGS_NO_IDLE_TICK", hide = true)]
@@ -117,6 +121,7 @@ impl NodeArgs {
             faults: Faults {
                 drop_journal_one_in: self.fault_drop_journal_one_in,
                 drop_acks_one_in: self.fault_drop_acks_one_in,
+                diverge_at_seq: self.fault_diverge_at_seq,
             },
             idle_tick: !self.no_idle_tick,
             plugins,

@@ -381,36 +381,6 @@ fn k_broker_killed_and_restarted_under_load_loses_nothing() {
     c.assert_exactly_once_and_final("K", 100_000);
 }
 
-#[test]
-#[ignore]
-fn zz_experiment_wiped_broker() {
-    let _one = lock();
-    let mut c = Cluster::new("zz");
-    let broker = OwnBroker::new(c.dir.join("broker"), 9095, Some("memory://tansu/"));
-    broker.start();
-    c.bootstrap = broker.bootstrap();
-    c.start_all();
-    let load = c.load_spawn(
-        "Z",
-        &["--transfers", "50000", "--accounts", "1000", "--rate", "20000", "--timeout-s", "60"],
-    );
-    c.wait("transfers flowing", 60, |s| s.iter().flatten().any(|s| u(&s["seq_committed"]) > 5_000));
-    broker.kill9();
-    std::thread::sleep(Duration::from_secs(2));
-    broker.start();
-    for _ in 0..60 {
-        std::thread::sleep(Duration::from_secs(1));
-        let s = c.statuses();
-        eprintln!(
-            "{:?}",
-            s.iter()
-                .map(|s| s.as_ref().map(|s| (u(&s["seq_committed"]), u(&s["seq_unfinal_first"]))))
-                .collect::<Vec<_>>()
-        );
-    }
-    let _ = c.load_finish(load);
-}
-
 /// `rtgs status --json` against these `/metrics` listeners: (exit code, report).
 fn status(addrs: &[String], json: bool) -> (Option<i32>, String) {
     let out = Command::new(common::BIN)
@@ -526,4 +496,107 @@ fn m_reconcile_on_a_loaded_cluster_reports_lag_never_a_difference() {
     c.wait_converged(120);
     c.reconcile();
     c.assert_exactly_once_and_final("J", 80_000);
+}
+
+/// The broker on memory storage killed and started again: its topics come back empty, with new
+/// identities. No node dies — each restarts itself when the broker goes away (librdkafka would
+/// crash on the new identities) — each halts because the broker lost data it had read and
+/// finalizes nothing, and all go on after `rtgs rebuild-journal`.
+#[test]
+fn n_a_wiped_broker_halts_the_nodes_until_the_journal_is_rebuilt() {
+    let _one = lock();
+    let mut c = Cluster::new("n");
+    let broker = OwnBroker::new(c.dir.join("broker"), 9095, Some("memory://tansu/"));
+    broker.start();
+    c.bootstrap = broker.bootstrap();
+    c.start_all();
+    let report = c.load_finish(c.load_spawn("N", &["--transfers", "20000", "--accounts", "1000"]));
+    assert_eq!(report["ok"], true);
+    c.wait_converged(60);
+    broker.kill9();
+    std::thread::sleep(Duration::from_secs(2));
+    broker.start();
+    // `statuses` fails the drill if a node process exited (a crash in librdkafka included).
+    c.wait("every node to halt: the broker lost data", 120, |s| {
+        s.iter().flatten().filter(|s| s["broker_data_lost"] == true && s["halted"] == true).count() == 3
+    });
+    let before: Vec<u64> = c.statuses().iter().flatten().map(|s| u(&s["seq_unfinal_first"])).collect();
+    std::thread::sleep(Duration::from_secs(2));
+    let after: Vec<u64> = c.statuses().iter().flatten().map(|s| u(&s["seq_unfinal_first"])).collect();
+    assert_eq!(before, after, "finality moved while the nodes were halted");
+    let out = Command::new(common::BIN)
+        .args(["rebuild-journal", "--json", "--topic-prefix", &c.prefix])
+        .args(["--seq-db", &format!("{}_seq", c.prefix), "--bootstrap", &c.bootstrap])
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run rtgs rebuild-journal: {e}"));
+    let rebuilt = c.command_report("rebuild-journal", out);
+    assert!(u(&rebuilt["batches"]) > 0 && u(&rebuilt["seq_last"]) >= 20_000, "{rebuilt}");
+    assert_eq!(u(&rebuilt["broker_generation"]), 1, "{rebuilt}");
+    // A second rebuild is refused: the journal holds messages now.
+    let again = Command::new(common::BIN)
+        .args(["rebuild-journal", "--topic-prefix", &c.prefix])
+        .args(["--seq-db", &format!("{}_seq", c.prefix), "--bootstrap", &c.bootstrap])
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run rtgs rebuild-journal: {e}"));
+    assert!(!again.status.success(), "a rebuild over a journal that holds messages must be refused");
+    c.wait("every node to go on, and a leader", 120, |s| {
+        s.iter().flatten().filter(|s| s["broker_data_lost"] == false && s["halted"] == false).count() == 3
+            && s.iter().flatten().any(|s| s["leader"] == true)
+    });
+    let report = c.load_finish(c.load_spawn("N2", &["--transfers", "10000", "--accounts", "1000"]));
+    assert_eq!(report["ok"], true, "the cluster did not go on after the rebuild");
+    c.wait_converged(120);
+    c.reconcile();
+    c.assert_exactly_once_and_final("N", 20_000);
+    c.assert_exactly_once_and_final("N2", 10_000);
+}
+
+/// One center acks a seq with a state other than the one it computed, as a diverged center
+/// would (`RTGS_FAULT_DIVERGE_AT_SEQ`): every center halts finality with a divergence, the
+/// series say so, nothing past the divergence becomes final, and what was final is the same
+/// everywhere.
+#[test]
+fn o_a_divergence_on_a_real_node_halts_finality_everywhere() {
+    let _one = lock();
+    let mut c = Cluster::new("o");
+    c.extra_env[2].push(("RTGS_FAULT_DIVERGE_AT_SEQ".into(), "5000".into()));
+    c.start_all();
+    let load = c.load_spawn(
+        "O",
+        &["--transfers", "20000", "--accounts", "1000", "--rate", "10000", "--timeout-s", "20"],
+    );
+    c.wait("every center to halt on the divergence", 90, |s| {
+        s.iter().flatten().filter(|s| s["halted"] == true && s["halted_reason"] == "divergence").count() == 3
+    });
+    let report = c.load_finish(load);
+    assert_eq!(report["ok"], false, "transfers past a divergence cannot all be final: {report}");
+    let before: Vec<u64> = c.statuses().iter().flatten().map(|s| u(&s["seq_unfinal_first"])).collect();
+    std::thread::sleep(Duration::from_secs(3));
+    let s = c.statuses();
+    let after: Vec<u64> = s.iter().flatten().map(|s| u(&s["seq_unfinal_first"])).collect();
+    assert_eq!(before, after, "finality moved after the divergence");
+    assert!(after.iter().all(|&f| f <= 5_001), "a seq past the divergence became final: {after:?}");
+    for (i, st) in s.iter().enumerate() {
+        let st = st.as_ref().unwrap_or_else(|| panic!("DC{} status", i + 1));
+        assert!(u(&st["divergences"]) > 0, "DC{} counted no divergence: {st}", i + 1);
+        let addr = st["metrics_listen"].as_str().unwrap_or_else(|| panic!("metrics address: {st}"));
+        let metrics = get(addr, "/metrics");
+        assert!(
+            metrics.lines().any(|l| l.starts_with("rtgs_finality_halted") && l.trim_end().ends_with(" 1")),
+            "DC{}: rtgs_finality_halted is not 1",
+            i + 1
+        );
+    }
+    // Only the ack differed: the ledgers and everything final are one.
+    c.reconcile();
+}
+
+/// A bare HTTP/1.0 GET (the whole body, headers dropped).
+fn get(addr: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap_or_else(|e| panic!("{addr}: {e}"));
+    let _ = stream.write_all(format!("GET {path} HTTP/1.0\r\nhost: 127.0.0.1\r\n\r\n").as_bytes());
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    response.split_once("\r\n\r\n").map(|(_, body)| body.to_string()).unwrap_or_default()
 }

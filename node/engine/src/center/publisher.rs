@@ -70,6 +70,18 @@ impl Publisher {
 
     /// This center's acks, in messages of contiguous seqs.
     async fn acks(&mut self, acks: &[Applied]) -> Result<(), EngineError> {
+        let diverge = self.faults.diverge_at_seq;
+        let diverged: Vec<Applied>;
+        let acks = if diverge > 0 && acks.iter().any(|a| a.seq == diverge) {
+            // Drill: this center reports another state at that seq, as a diverged replica would.
+            diverged = acks
+                .iter()
+                .map(|a| if a.seq == diverge { Applied { state_hash: a.state_hash ^ 1, ..*a } } else { *a })
+                .collect();
+            &diverged[..]
+        } else {
+            acks
+        };
         for body in ack_messages(self.center, acks)? {
             self.ack_messages += 1;
             let drop = self.faults.drop_acks_one_in;
