@@ -555,7 +555,11 @@ impl Walk {
             end_to_end_id,
             uetr,
             amount,
-            currency: self.currency.take().ok_or(IsoError::Missing("CdtTrfTxInf/IntrBkSttlmAmt@Ccy"))?,
+            currency: self
+                .currency
+                .take()
+                .filter(|c| !c.is_empty())
+                .ok_or(IsoError::Missing("CdtTrfTxInf/IntrBkSttlmAmt@Ccy"))?,
             debtor_account: self.need(Node::DbtrOthrId)?,
             creditor_account: self.need(Node::CdtrOthrId)?,
             debtor_bic,
@@ -1035,6 +1039,18 @@ mod tests {
             code(&with("<MsgId>M-1</MsgId>", &format!("<MsgId>{}</MsgId>", "M".repeat(36)))),
             Some("invalid_field")
         );
+    }
+
+    #[test]
+    fn the_fuzz_seed_is_a_message_and_blank_fields_are_missing() {
+        let seed = parsed(include_str!("../../../fuzz/seeds/pacs008/valid.xml"));
+        assert_eq!(
+            (seed.bmi.as_str(), seed.amount.as_str(), seed.currency.as_str()),
+            ("M-1", "12.34", "EUR")
+        );
+        assert_eq!(code(&with(r#"Ccy="EUR""#, r#"Ccy="""#)), Some("missing_field"));
+        assert_eq!(code(&with(">12.34<", "> <")), Some("missing_field"));
+        assert_eq!(code(&with("<Id>2</Id>", "<Id></Id>")), Some("missing_field"));
     }
 
     #[test]
