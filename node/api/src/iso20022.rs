@@ -1080,7 +1080,7 @@ mod tests {
         let f = Fields::standard();
         let plain = parsed(&f.render(&|s| literal(s, false), &|s| literal(s, true)));
         assert_eq!((plain.bmi.as_str(), plain.amount.as_str()), ("A&B<C>'D\"", "12.34"));
-        let renderings: [(&str, Box<dyn Fn(&str) -> String>, Box<dyn Fn(&str) -> String>); 4] =
+        let renderings: [(&str, Render, Render); 4] =
             [
                 ("decimal", Box::new(|s| refs(s, 10)), Box::new(|s| refs(s, 10))),
                 ("hex", Box::new(|s| refs(s, 16)), Box::new(|s| refs(s, 16))),
@@ -1383,6 +1383,9 @@ mod tests {
         assert_eq!(parsed(&with("<BizMsgIdr>M-1</BizMsgIdr>", "<BizMsgIdr>M-1 </BizMsgIdr>")).bmi, "M-1 ");
     }
 
+    /// A way of writing a value.
+    type Render = Box<dyn Fn(&str) -> String>;
+
     /// Field values for a rendered message.
     struct Fields {
         bmi: String,
@@ -1521,9 +1524,18 @@ mod tests {
             proptest::prop_assert_eq!(parse_pacs008(escaped.as_bytes()), Ok(plain), "{}", escaped);
         }
 
+        /// A valid message with a few bytes spliced in somewhere: read or refused, never a
+        /// panic, and what is read has every field the API needs.
         #[test]
-        fn any_bytes_are_read_or_refused_without_panicking(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..400)) {
-            let _ = parse_pacs008(&bytes);
+        fn spliced_messages_are_read_or_refused(at in 0usize..2_000, bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..6)) {
+            let mut xml = message("M-1", TX).into_bytes();
+            let at = at % (xml.len() + 1);
+            xml.splice(at..at, bytes);
+            if let Ok(m) = parse_pacs008(&xml) {
+                proptest::prop_assert!(!m.bmi.is_empty() && !m.amount.is_empty() && !m.currency.is_empty());
+                proptest::prop_assert!(!m.debtor_account.is_empty() && !m.creditor_account.is_empty());
+                proptest::prop_assert_eq!(m.msg_def, PACS_008_MSG_DEF);
+            }
         }
     }
 
