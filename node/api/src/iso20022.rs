@@ -42,6 +42,8 @@
 //! schema's pattern says (`invalid_uetr`); `MsgId` and `EndToEndId` are `Max35Text`.
 //! Values are taken as written (string types preserve white space, so `" 1"` is not account
 //! `1`); only the amount, an `xs:decimal`, has its surrounding white space collapsed away.
+//! Attribute values are not white-space-normalized: the one read, `Ccy` (`[A-Z]{3}`), is
+//! refused with any white space in it either way.
 //! Other ISO elements are allowed and not read. The parser never panics on any input (a fuzz
 //! target holds it to that).
 //!
