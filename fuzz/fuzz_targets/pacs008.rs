@@ -12,6 +12,6 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(m) = iso20022::parse_pacs008(data) {
         assert!(!m.bmi.is_empty() && !m.amount.is_empty() && !m.currency.is_empty());
         assert!(!m.debtor_account.is_empty() && !m.creditor_account.is_empty());
-        let _ = iso20022::pacs002(&m.bmi, "ACSP", None, Some(1), 0);
+        let _ = iso20022::pacs002("bank-a", &m.bmi, "ACSP", None, Some(1), 0);
     }
 });

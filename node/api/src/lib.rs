@@ -15,9 +15,10 @@
 //!   entry's status. Separate credentials.
 //! * [`auth`] — API key + HMAC-SHA256 request signatures, ±300 s window, constant-time compare.
 //! * [`checks`] — field checks shared by the endpoints, each failure a 400 with its code.
-//! * [`iso20022`] — pacs.008 in (quick-xml, matched by local name, every field checked),
-//!   pacs.002 out.
-//! * [`money`] — decimal text ⇄ integer minor units, per-currency exponents. No floating point.
+//! * [`iso20022`] — pacs.008.001.08 in (quick-xml's `NsReader`: read as XML says or refused,
+//!   fields by exact schema path and namespace), pacs.002.001.10 out with a head.001 header.
+//! * [`money`] — decimal text ⇄ integer minor units, per-currency exponents (`rust_decimal` values
+//!   the checked text). No floating point.
 //! * [`tracker`] — per `bmi`: content, owner, seq, status; idempotent retries; bounded.
 //! * [`read_model`] — a ledger replayed from the journal files for balance queries.
 //! * [`config`] — participants and setup accounts (JSON, validated).

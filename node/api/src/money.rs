@@ -36,14 +36,22 @@ pub enum AmountError {
 
 /// Parses `"12.34"` (major units, at most `exponent` decimals, no sign, no exponent notation)
 /// into minor units. A leading `-` is reported as [`AmountError::NotPositive`], not as malformed.
+///
+/// The value is computed by `rust_decimal`; what is checked here first is the text's shape,
+/// because `rust_decimal` reads more than the API accepts (`+1`, `1_000`, `.5`, `1.`) and
+/// would round or overflow on what the API refuses for a reason of its own. In order:
+/// [`Malformed`](AmountError::Malformed) (not `digits[.digits]`, optionally after one `-`),
+/// [`TooManyDecimals`](AmountError::TooManyDecimals) (more fraction digits than the currency
+/// has, trailing zeros included), [`NotPositive`](AmountError::NotPositive) (a `-`, or zero),
+/// [`TooLarge`](AmountError::TooLarge) (above [`AMOUNT_MINOR_MAX`] minor units).
 pub fn parse_minor(text: &str, exponent: u32) -> Result<u64, AmountError> {
-    let (negative, digits) = match text.strip_prefix('-') {
+    let (negative, unsigned) = match text.strip_prefix('-') {
         Some(rest) => (true, rest),
         None => (false, text),
     };
-    let (whole, fraction) = match digits.split_once('.') {
+    let (whole, fraction) = match unsigned.split_once('.') {
         Some((w, f)) => (w, Some(f)),
-        None => (digits, None),
+        None => (unsigned, None),
     };
     let all_digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
     if !all_digits(whole) || fraction.is_some_and(|f| !all_digits(f)) {
@@ -53,21 +61,30 @@ pub fn parse_minor(text: &str, exponent: u32) -> Result<u64, AmountError> {
     if fraction.len() > exponent as usize {
         return Err(AmountError::TooManyDecimals(exponent));
     }
-    let padding = exponent as usize - fraction.len();
-    let mut minor: u64 = 0;
-    for b in whole.bytes().chain(fraction.bytes()).chain(std::iter::repeat_n(b'0', padding)) {
-        minor = minor
-            .checked_mul(10)
-            .and_then(|m| m.checked_add(u64::from(b - b'0')))
-            .ok_or(AmountError::TooLarge)?;
-    }
-    if negative || minor == 0 {
+    if negative {
         return Err(AmountError::NotPositive);
     }
-    if minor > AMOUNT_MINOR_MAX {
-        return Err(AmountError::TooLarge);
+    // Leading zeros carry no value but count against rust_decimal's 28 digits.
+    let whole = whole.trim_start_matches('0');
+    let significant = match (whole.is_empty(), fraction.is_empty()) {
+        (true, true) => "0".to_string(),
+        (true, false) => format!("0.{fraction}"),
+        (false, true) => whole.to_string(),
+        (false, false) => format!("{whole}.{fraction}"),
+    };
+    // The shape is checked, so the only error left is a value beyond 96 bits.
+    let value = rust_decimal::Decimal::from_str_exact(&significant).map_err(|_| AmountError::TooLarge)?;
+    // value = mantissa × 10^-scale with scale ≤ exponent ≤ 28: minor = mantissa × 10^(exponent − scale).
+    let scale_up = exponent.checked_sub(value.scale()).ok_or(AmountError::TooManyDecimals(exponent))?;
+    let minor = 10i128
+        .checked_pow(scale_up)
+        .and_then(|factor| value.mantissa().checked_mul(factor))
+        .ok_or(AmountError::TooLarge)?;
+    match u64::try_from(minor) {
+        Ok(0) => Err(AmountError::NotPositive),
+        Ok(minor) if minor <= AMOUNT_MINOR_MAX => Ok(minor),
+        _ => Err(AmountError::TooLarge),
     }
-    Ok(minor)
 }
 
 /// Formats minor units as major-unit decimal text (`1234`, exponent 2 ⇒ `"12.34"`).
@@ -93,6 +110,11 @@ mod tests {
         assert_eq!(parse_minor("007", 0), Ok(7));
         assert_eq!(parse_minor("1.234", 3), Ok(1234));
         assert_eq!(parse_minor("92233720368547758.07", 2), Ok(AMOUNT_MINOR_MAX));
+        assert_eq!(parse_minor("9223372036854775807", 0), Ok(AMOUNT_MINOR_MAX));
+        // Leading zeros are no value, however many (rust_decimal holds 28 digits).
+        assert_eq!(parse_minor(&format!("{}1.50", "0".repeat(60)), 2), Ok(150));
+        assert_eq!(parse_minor("0.001", 3), Ok(1));
+        assert_eq!(parse_minor("1.10", 2), Ok(110));
     }
 
     #[test]
@@ -104,7 +126,18 @@ mod tests {
         assert_eq!(parse_minor("-5", 2), Err(AmountError::NotPositive));
         assert_eq!(parse_minor("92233720368547758.08", 2), Err(AmountError::TooLarge));
         assert_eq!(parse_minor("99999999999999999999999", 2), Err(AmountError::TooLarge));
-        for bad in ["", ".", "1.", ".5", "+1", "1e3", "1,00", " 1", "1 ", "--1", "0x10", "١"] {
+        // Beyond rust_decimal's 96 bits, and far beyond: still the same reason.
+        assert_eq!(parse_minor(&"9".repeat(29), 0), Err(AmountError::TooLarge));
+        assert_eq!(parse_minor(&"9".repeat(400), 2), Err(AmountError::TooLarge));
+        // The decimals are judged before the size, the sign before the size.
+        assert_eq!(parse_minor(&format!("{}.123", "9".repeat(40)), 2), Err(AmountError::TooManyDecimals(2)));
+        assert_eq!(parse_minor(&format!("-{}", "9".repeat(40)), 2), Err(AmountError::NotPositive));
+        assert_eq!(parse_minor("-1.234", 2), Err(AmountError::TooManyDecimals(2)));
+        assert_eq!(parse_minor("-0", 2), Err(AmountError::NotPositive));
+        for bad in [
+            "", ".", "1.", ".5", "+1", "1e3", "1,00", " 1", "1 ", "--1", "0x10", "١", "1_000", "-", "-.5",
+            "1.2.3", "+1.00", "1E3", "NaN", "inf", "1.5e-3", "\u{0}1", "１",
+        ] {
             assert_eq!(parse_minor(bad, 2), Err(AmountError::Malformed), "{bad:?}");
         }
     }
@@ -139,7 +172,7 @@ mod tests {
     proptest::proptest! {
         #[test]
         fn decimal_text_parses_as_the_reference_says(
-            whole in "[0-9]{1,22}",
+            whole in "[0-9]{1,40}",
             fraction in proptest::option::of("[0-9]{0,4}"),
             exponent in 0u32..=3,
         ) {

@@ -771,7 +771,10 @@ async fn post_pacs008(State(state): State<Arc<AppState>>, request: Request) -> R
     };
     let (bmi, transfer) = checked(&state, participant, &request).await?;
     let seq = submit(&state, bmi, &participant.key_id, Payload::Transfer(transfer)).await?;
-    Ok(xml(StatusCode::ACCEPTED, iso20022::pacs002(bmi.as_str(), "ACSP", None, seq, now_s())))
+    Ok(xml(
+        StatusCode::ACCEPTED,
+        iso20022::pacs002(&participant.key_id, bmi.as_str(), "ACSP", None, seq, now_s()),
+    ))
 }
 
 /// ISO 20022 out: a transfer's status as a pacs.002 (`?wait_s=N` long-polls like the JSON one).
@@ -782,7 +785,7 @@ async fn get_pacs002(
 ) -> Result<Response, ApiError> {
     let (bmi, status) = status_of(&state, &bmi_text, request).await?;
     let (code, reason) = iso_status(&status);
-    Ok(xml(StatusCode::OK, iso20022::pacs002(bmi.as_str(), code, reason, status.seq, now_s())))
+    Ok(xml(StatusCode::OK, iso20022::pacs002(&status.owner, bmi.as_str(), code, reason, status.seq, now_s())))
 }
 
 fn xml(status: StatusCode, body: String) -> Response {
