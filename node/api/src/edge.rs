@@ -82,7 +82,10 @@ pub(crate) async fn serve(
     builder
         .timer(TokioTimer::new())
         .header_read_timeout(limits.request_head_timeout)
+        // Both: the buffer bound refuses a head still incomplete beyond it, the header size bound
+        // one that arrived whole in a single large read.
         .max_buf_size(HTTP1_HEAD_BYTES_MAX)
+        .max_header_size(HTTP1_HEAD_BYTES_MAX)
         .keep_alive(true);
     let builder = Arc::new(builder);
     let slots = Arc::new(Semaphore::new(limits.connections_max));
@@ -178,7 +181,7 @@ impl<S: Send + Sync, T: serde::de::DeserializeOwned + Send> FromRequestParts<S> 
 
 /// True for a loopback caller, also one seen as IPv4-mapped IPv6 (`::ffff:127.0.0.1`, how a
 /// dual-stack listener sees an IPv4 client).
-pub(crate) fn is_loopback(peer: SocketAddr) -> bool {
+pub fn is_loopback(peer: SocketAddr) -> bool {
     peer.ip().to_canonical().is_loopback()
 }
 
