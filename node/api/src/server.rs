@@ -216,9 +216,10 @@ impl Api {
             .route("/metrics", get(get_metrics))
             .route("/v1/openapi.json", get(get_openapi))
             .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such endpoint") })
-            .layer(middleware::from_fn_with_state(Arc::clone(&self.state), track))
-            // Outermost: every answer, the framework's own too, keeps the error contract.
+            // Every answer, the framework's own too, keeps the error contract; `track` around it
+            // counts what was answered.
             .layer(middleware::from_fn(crate::edge::contract))
+            .layer(middleware::from_fn_with_state(Arc::clone(&self.state), track))
             .with_state(Arc::clone(&self.state))
     }
 
