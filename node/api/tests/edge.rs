@@ -220,6 +220,9 @@ async fn raw_answer(node: &Node, request: &[u8]) -> (u16, String) {
     parse_answer(&raw)
 }
 
+/// (what, method, path, headers, body, status, code)
+type Row<'a> = (&'a str, &'a str, &'a str, Vec<(String, String)>, Vec<u8>, u16, &'a str);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_error_answer_carries_code_and_message() {
     let node = start(&fresh_dir("edge-contract"), true).await;
@@ -232,8 +235,7 @@ async fn every_error_answer_carries_code_and_message() {
     let many_headers: Vec<(String, String)> = (0..70).map(|i| (format!("x-h-{i}"), "1".into())).collect();
     let bad_json = b"{\"bmi\": ".to_vec();
     let missing = br#"{"bmi":"E-MISS","debtor":1,"creditor":2,"currency":"EUR"}"#.to_vec();
-    // (what, method, path, headers, body, status, code)
-    let rows: Vec<(&str, &str, &str, Vec<(String, String)>, Vec<u8>, u16, &str)> = vec![
+    let rows: Vec<Row> = vec![
         ("unknown route", "GET", "/v1/nothing", vec![], vec![], 404, "not_found"),
         ("unknown route, POST", "POST", "/nothing", vec![], b"{}".to_vec(), 404, "not_found"),
         ("wrong method", "DELETE", "/v1/transfers", vec![], vec![], 405, "method_not_allowed"),
