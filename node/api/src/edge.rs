@@ -15,7 +15,11 @@
 //! * **One error contract**: every 4xx/5xx the router gives carries `{code, message}`, the
 //!   framework's own too (404, 405, path rejections) — [`contract`] rewrites any error answer not
 //!   made by [`ApiError`]. Heads beyond the API's bounds are 414 `uri_too_long` / 431
-//!   `headers_too_large` with the body.
+//!   `headers_too_large` with the body. Bodies are read by `checks::parse_json`, not by axum's
+//!   `Json` extractor: their codes are the API's (`malformed_json`, `missing_field`,
+//!   `not_an_object`, ...) and the content type is not checked (the signed bytes are the request;
+//!   there is no 415). Were an extractor's rejection ever to reach the edge, it would be rewritten
+//!   here too, its status kept.
 //!
 //! **What cannot carry the body.** hyper answers a few requests itself, before any request
 //! exists for the router to see: a head that is not HTTP/1 (bad method token, bytes not allowed
