@@ -1,8 +1,9 @@
 //! The HTTP server: routes, request checks in a fixed order, and the threads that connect it to
 //! an engine through the neutral seam of [`EngineLink`] (either engine implements it).
 //!
-//! A write is checked in this order, and the first failure answers: body size (413) →
-//! signature (401) → JSON shape (400) → field values (400) → ownership (403) → for a `bmi` not
+//! A write is checked in this order, and the first failure answers: the head's size (414 / 431,
+//! [`crate::edge`]) → body size and time (413 / 408) → signature, each credential header once
+//! (401) → JSON shape, objects only (400) → field values (400) → ownership (403) → for a `bmi` not
 //! seen before, both accounts known and open (422 `unknown_account` / `account_closed`) →
 //! idempotency by `bmi` (422 `bmi_conflict`) → submit. Nothing reaches the engine unless every
 //! check passed.
