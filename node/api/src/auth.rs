@@ -10,6 +10,9 @@
 //! * `x-rtgs-signature` — lowercase hex of HMAC-SHA256(secret, message), where message is
 //!   `METHOD "\n" PATH_AND_QUERY "\n" TIMESTAMP "\n" BODY` (the body's exact bytes; empty for GET).
 //!
+//! Each header is given once: a request carrying one of them twice is refused (401
+//! `duplicate_credentials`), never read first-wins (the server checks this before [`Keyring::verify`]).
+//!
 //! The signature is compared in constant time (`Mac::verify_slice`). Secrets never leave this
 //! module: [`Participant`]'s `Debug` prints the key id only.
 //!
@@ -80,6 +83,8 @@ pub struct SignedHeaders<'a> {
 pub enum AuthError {
     #[error("missing header {0}")]
     MissingHeader(&'static str),
+    #[error("header {0} appears more than once")]
+    DuplicateHeader(&'static str),
     #[error("x-rtgs-timestamp must be Unix seconds, optionally followed by '.' and a nonce of 1 to 32 of A-Z a-z 0-9 - _")]
     BadTimestamp,
     #[error("x-rtgs-timestamp is more than 300 s away from the server's clock")]
@@ -97,6 +102,7 @@ impl AuthError {
     pub fn code(self) -> &'static str {
         match self {
             AuthError::MissingHeader(_) => "missing_credentials",
+            AuthError::DuplicateHeader(_) => "duplicate_credentials",
             AuthError::BadTimestamp => "bad_timestamp",
             AuthError::StaleTimestamp => "stale_timestamp",
             AuthError::UnknownKey => "unknown_key",

@@ -5,14 +5,18 @@ use crate::money::{self, AmountError};
 use rtgs_core::entry::{AccountId, Bmi, Currency};
 use serde::de::DeserializeOwned;
 
-/// JSON into `T` (whose fields are `deny_unknown_fields`): `malformed_json`, `unknown_field`,
+/// JSON into `T` (whose fields are `deny_unknown_fields`; every struct from an object, never a
+/// positional array: [`crate::json`]): `malformed_json`, `not_an_object`, `unknown_field`,
 /// `missing_field` or `invalid_field`.
 pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
-    serde_json::from_slice(body).map_err(|e| {
+    crate::json::from_slice(body).map_err(|e| {
         use serde_json::error::Category;
         let text = e.to_string();
         let code = match e.classify() {
             Category::Syntax | Category::Eof | Category::Io => "malformed_json",
+            Category::Data if text.contains(&format!("expected {}", crate::json::NOT_AN_OBJECT)) => {
+                "not_an_object"
+            }
             Category::Data if text.starts_with("unknown field") => "unknown_field",
             Category::Data if text.starts_with("missing field") => "missing_field",
             Category::Data => "invalid_field",

@@ -1,4 +1,5 @@
-//! Error answers: a status and a machine-readable `code`, as JSON `{"code", "message"}`.
+//! Error answers: a status and a machine-readable `code`, as JSON `{"code", "message"}` — every
+//! 4xx and 5xx of the API, the framework's own too (`edge::contract`).
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -20,9 +21,16 @@ impl ApiError {
     }
 }
 
+/// Marks an answer made by [`ApiError`]: the edge rewrites any error answer without it (the
+/// framework's own) to the same contract.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ErrorContract;
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = serde_json::json!({ "code": self.code, "message": self.message });
-        (self.status, Json(body)).into_response()
+        let mut response = (self.status, Json(body)).into_response();
+        response.extensions_mut().insert(ErrorContract);
+        response
     }
 }

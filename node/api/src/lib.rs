@@ -11,6 +11,11 @@
 //!   resolutions, escalations and dead letters).
 //! * [`pii`] — the matching orders' customer PII at the origin center, apart from the journal:
 //!   in memory and, opened on a file beside the journal, synced before an order is acknowledged.
+//! * [`edge`] — the HTTP/1 edge: the accept loop on hyper's connection builder, header, body
+//!   and idle timeouts, bounded connections, graceful shutdown, and the error contract of every
+//!   answer (the framework's own too).
+//! * [`json`] — JSON request bodies: a struct is read from a JSON object only, never from a
+//!   positional array (serde's default).
 //! * [`operator`] — operator endpoints (`/v1/operator/...`): open, fund, close accounts; any
 //!   entry's status. Separate credentials.
 //! * [`auth`] — API key + HMAC-SHA256 request signatures, ±300 s window, constant-time compare.
@@ -29,8 +34,10 @@
 pub mod auth;
 pub mod checks;
 pub mod config;
+pub mod edge;
 pub mod error;
 pub mod iso20022;
+pub mod json;
 pub mod limits;
 pub mod metrics;
 pub mod money;

@@ -74,3 +74,61 @@ pub const PII_FIELD_CHARS_MAX: usize = 128;
 pub const PII_RECORD_BODY_BYTES_MAX: usize = 8_192;
 
 const _: () = assert!(PII_RECORD_BODY_BYTES_MAX >= 3 * PII_FIELD_CHARS_MAX * 6 + 1_024);
+
+// The HTTP edge (`edge`): what one connection may hold and for how long. A client that trickles
+// or stalls a request holds a connection slot and a task; these bound both, so that neither a
+// slow client nor a shutdown waits on it for long.
+
+/// A request's head (request line and headers) must be complete within this of the moment the
+/// connection is ready for one: accepted, or the previous answer sent. hyper runs one clock for
+/// both, so this is also the keep-alive idle timeout: a connection that sends no complete head
+/// within it is closed, without an answer (the client is not waiting for one: it has not
+/// finished asking). 5 s: a head arrives in one segment in well under a second on any working
+/// network; 5 s is also the keep-alive idle timeout of Node.js and Apache, which clients and
+/// their pools are made for (a client reconnects when it needs to).
+pub const REQUEST_HEAD_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A request's body must be read whole within this of the handler starting to read it (each
+/// does so first); otherwise 408 `body_timeout`. The largest body, a 256 KiB batch, then needs at
+/// least ~26 KB/s: far below any working link, far above a trickle.
+pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Connections served at once. Beyond it the listener is not accepted from: a further client
+/// waits in the kernel's accept backlog (back-pressure, never an unbounded number of tasks) until
+/// a slot is free, which [`REQUEST_HEAD_TIMEOUT`] and [`BODY_READ_TIMEOUT`] guarantee a slow or
+/// stalled client cannot hold off for long. Not a 503: answering needs the accept (and a slot's
+/// worth of work) that the limit is there to bound, and a client in the backlog is served as soon
+/// as there is room instead of being told to retry blind. 4,096: far above what the load tools
+/// keep open (k6: hundreds), a few MB of buffers at most (see [`HTTP1_HEAD_BYTES_MAX`]).
+pub const CONNECTIONS_MAX: usize = 4_096;
+
+/// On shutdown: idle connections are closed at once, requests in flight may finish within this
+/// (a status long-poll is answered at once with the status then); then every connection still
+/// open is dropped, so the process exits within it whatever a client does.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// The longest request target (path and query, bytes) the API reads; longer is 414
+/// `uri_too_long`. The longest real one is a `bmi` (≤ 35 characters, percent-encoded at worst ×3)
+/// with a query: well under 1 KiB.
+pub const URI_BYTES_MAX: usize = 4 * 1024;
+
+/// Headers (names and values, bytes) of one request; more is 431 `headers_too_large`.
+pub const HEADERS_BYTES_MAX: usize = 16 * 1024;
+
+/// Headers of one request; more is 431 `headers_too_large`.
+pub const HEADERS_COUNT_MAX: usize = 64;
+
+/// hyper's own bound on a request head (its read buffer): a head beyond it is answered by hyper
+/// before any request exists — 431 with no body (see `edge`). Above the API's bounds so that
+/// every head a client would send reaches the API, which answers with the error contract; below
+/// hyper's 65,534-byte URI bound, so that hyper's own 414 cannot happen (a longer URI overflows
+/// this buffer first).
+pub const HTTP1_HEAD_BYTES_MAX: usize = 32 * 1024;
+
+/// hyper's own bound on the number of headers (beyond it: hyper's bare 431, as above).
+pub const HTTP1_HEADERS_COUNT_MAX: usize = 100;
+
+const _: () = assert!(URI_BYTES_MAX + HEADERS_BYTES_MAX + 1024 <= HTTP1_HEAD_BYTES_MAX);
+const _: () = assert!(HTTP1_HEAD_BYTES_MAX < 65_534, "hyper's 414 must stay out of reach");
+const _: () = assert!(HTTP1_HEAD_BYTES_MAX >= 8_192, "hyper's smallest read buffer");
+const _: () = assert!(HEADERS_COUNT_MAX < HTTP1_HEADERS_COUNT_MAX);

@@ -5,9 +5,10 @@
 //! not zero, AC01 unknown account, AC04 closed).
 
 use crate::checks::{parse_account_id, parse_amount, parse_bmi, parse_currency, parse_json};
+use crate::edge::Path;
 use crate::error::ApiError;
 use crate::server::{accepted, authenticated, status_json, submit, visible_account, AppState};
-use axum::extract::{Path, Request, State};
+use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;

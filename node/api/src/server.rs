@@ -1,20 +1,25 @@
 //! The HTTP server: routes, request checks in a fixed order, and the threads that connect it to
 //! an engine through the neutral seam of [`EngineLink`] (either engine implements it).
 //!
-//! A write is checked in this order, and the first failure answers: body size (413) →
-//! signature (401) → JSON shape (400) → field values (400) → ownership (403) → for a `bmi` not
+//! A write is checked in this order, and the first failure answers: the head's size (414 / 431,
+//! [`crate::edge`]) → body size and time (413 / 408) → signature, each credential header once
+//! (401) → JSON shape, objects only (400) → field values (400) → ownership (403) → for a `bmi` not
 //! seen before, both accounts known and open (422 `unknown_account` / `account_closed`) →
 //! idempotency by `bmi` (422 `bmi_conflict`) → submit. Nothing reaches the engine unless every
 //! check passed.
 
-use crate::auth::{Keyring, Participant, SignedHeaders, HEADER_KEY, HEADER_SIGNATURE, HEADER_TIMESTAMP};
+use crate::auth::{
+    AuthError, Keyring, Participant, SignedHeaders, HEADER_KEY, HEADER_SIGNATURE, HEADER_TIMESTAMP,
+};
 use crate::checks::{parse_account_id, parse_amount, parse_bmi, parse_currency, parse_json};
 use crate::config::{AccountSetup, Credentials};
+pub use crate::edge::EdgeLimits;
+use crate::edge::Path;
 use crate::error::ApiError;
 use crate::iso20022;
 use crate::limits::{
-    BATCH_BODY_BYTES_MAX, BATCH_TRANSFERS_MAX, BODY_BYTES_MAX, LONG_POLL_S_MAX, READ_MODEL_POLL,
-    READ_MODEL_WAIT, SEQ_WAIT, STATEMENT_PAGE_DEFAULT, STATEMENT_PAGE_MAX,
+    BATCH_BODY_BYTES_MAX, BATCH_TRANSFERS_MAX, BODY_BYTES_MAX, BODY_READ_TIMEOUT, LONG_POLL_S_MAX,
+    READ_MODEL_POLL, READ_MODEL_WAIT, SEQ_WAIT, STATEMENT_PAGE_DEFAULT, STATEMENT_PAGE_MAX,
 };
 use crate::metrics::Metrics;
 use crate::money;
@@ -22,7 +27,7 @@ use crate::operator;
 use crate::read_model::ReadModel;
 use crate::tracker::{Admit, Answer, Status, Tracker};
 use axum::body::{to_bytes, Body, Bytes};
-use axum::extract::{ConnectInfo, MatchedPath, Path, Request, State};
+use axum::extract::{ConnectInfo, MatchedPath, Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -61,6 +66,10 @@ pub(crate) struct AppState {
     metrics: Arc<Metrics>,
     /// Taken at shutdown, so that the cluster can drain even while a connection lingers.
     submitter: RwLock<Option<Arc<dyn EngineSubmit>>>,
+    /// Set when the server stops accepting: a request waiting (a status long-poll, a write
+    /// waiting for its seq) answers at once with what it knows, so that in-flight requests
+    /// finish within the shutdown grace.
+    draining: tokio::sync::watch::Sender<bool>,
     origin: CenterId,
 }
 
@@ -144,6 +153,7 @@ impl Api {
             read_model: Arc::new(read_model),
             metrics: Arc::new(Metrics::default()),
             submitter: RwLock::new(Some(submit)),
+            draining: tokio::sync::watch::Sender::new(false),
             origin,
         });
         let stop = Arc::new(AtomicBool::new(false));
@@ -207,18 +217,32 @@ impl Api {
             .route("/metrics", get(get_metrics))
             .route("/v1/openapi.json", get(get_openapi))
             .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such endpoint") })
+            // Every answer, the framework's own too, keeps the error contract; `track` around it
+            // counts what was answered.
+            .layer(middleware::from_fn(crate::edge::contract))
             .layer(middleware::from_fn_with_state(Arc::clone(&self.state), track))
             .with_state(Arc::clone(&self.state))
     }
 
-    /// Serves the API on `listener` until `shutdown` completes, then lets open requests finish.
+    /// Serves the API on `listener` until `shutdown` completes, then closes idle connections and
+    /// lets requests in flight finish within [`crate::limits::SHUTDOWN_GRACE`] (see
+    /// [`crate::edge`]); returns once every connection is closed.
     pub async fn serve(
         &self,
         listener: tokio::net::TcpListener,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
-        let app = self.router().into_make_service_with_connect_info::<SocketAddr>();
-        axum::serve(listener, app).with_graceful_shutdown(shutdown).await
+        self.serve_with(listener, EdgeLimits::default(), shutdown).await
+    }
+
+    /// [`Api::serve`] with other edge bounds (tests shorten them).
+    pub async fn serve_with(
+        &self,
+        listener: tokio::net::TcpListener,
+        limits: EdgeLimits,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        crate::edge::serve(listener, self.router(), limits, &self.state.draining, shutdown).await
     }
 
     /// Opens and funds accounts (operator setup, not signed) and waits until each is final.
@@ -306,16 +330,24 @@ fn authenticate<'a>(
     headers: &HeaderMap,
     body: &[u8],
 ) -> Result<&'a Participant, ApiError> {
-    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let unauthorized = |e: AuthError| ApiError::new(StatusCode::UNAUTHORIZED, e.code(), e.to_string());
+    // A credential header given twice is refused, never first-wins: which copy a proxy or a
+    // library keeps differs, so a request that means two things means neither.
+    let header = |name: &'static str| {
+        let mut values = headers.get_all(name).iter();
+        let first = values.next();
+        match values.next() {
+            Some(_) => Err(unauthorized(AuthError::DuplicateHeader(name))),
+            None => Ok(first.and_then(|v| v.to_str().ok())),
+        }
+    };
     let signed = SignedHeaders {
-        key: header(HEADER_KEY),
-        timestamp: header(HEADER_TIMESTAMP),
-        signature: header(HEADER_SIGNATURE),
+        key: header(HEADER_KEY)?,
+        timestamp: header(HEADER_TIMESTAMP)?,
+        signature: header(HEADER_SIGNATURE)?,
     };
     let path = uri.path_and_query().map_or(uri.path(), |p| p.as_str());
-    keyring
-        .verify(method.as_str(), path, signed, body, now_s())
-        .map_err(|e| ApiError::new(StatusCode::UNAUTHORIZED, e.code(), e.to_string()))
+    keyring.verify(method.as_str(), path, signed, body, now_s()).map_err(unauthorized)
 }
 
 /// Reads the body (bounded) and checks the request's signature over it with `keyring`.
@@ -358,7 +390,7 @@ async fn get_openapi() -> Response {
 /// Prometheus text format; loopback callers only (an internal endpoint: no signature).
 async fn get_metrics(State(state): State<Arc<AppState>>, request: Request) -> Result<Response, ApiError> {
     let peer = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0);
-    if !peer.is_some_and(|p| p.ip().is_loopback()) {
+    if !peer.is_some_and(crate::edge::is_loopback) {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
             "not_loopback",
@@ -395,10 +427,27 @@ pub(crate) async fn read_model_caught_up(model: &ReadModel) -> Result<(), ApiErr
     Ok(())
 }
 
-async fn read_body(body: Body, bytes_max: usize) -> Result<Bytes, ApiError> {
-    to_bytes(body, bytes_max).await.map_err(|_| {
-        let message = format!("request body larger than {bytes_max} bytes");
-        ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", message)
+/// The whole body, at most `bytes_max` bytes (413 `body_too_large`), within
+/// [`BODY_READ_TIMEOUT`] (408 `body_timeout`); a body that breaks off or is not valid HTTP framing
+/// is 400 `malformed_body`.
+pub(crate) async fn read_body(body: Body, bytes_max: usize) -> Result<Bytes, ApiError> {
+    let read = match tokio::time::timeout(BODY_READ_TIMEOUT, to_bytes(body, bytes_max)).await {
+        Ok(read) => read,
+        Err(_) => {
+            let message = format!("the request body did not arrive within {} s", BODY_READ_TIMEOUT.as_secs());
+            return Err(ApiError::new(StatusCode::REQUEST_TIMEOUT, "body_timeout", message));
+        }
+    };
+    read.map_err(|e| {
+        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+        while let Some(s) = source {
+            if s.is::<http_body_util::LengthLimitError>() {
+                let message = format!("request body larger than {bytes_max} bytes");
+                return ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", message);
+            }
+            source = s.source();
+        }
+        ApiError::bad_request("malformed_body", format!("the request body could not be read: {e}"))
     })
 }
 
@@ -571,8 +620,10 @@ async fn send(state: &AppState, commands: Vec<Command>) {
     }
 }
 
-/// The answer of one submission, waiting at most until `deadline` for its seq.
+/// The answer of one submission, waiting at most until `deadline` for its seq (or until the
+/// server drains: then, as at the deadline, accepted without a seq).
 async fn resolve(
+    state: &AppState,
     bmi: Bmi,
     pending: Pending,
     deadline: tokio::time::Instant,
@@ -581,7 +632,12 @@ async fn resolve(
         Pending::Done(answer) => return answer,
         Pending::Waiting(rx) => rx,
     };
-    match tokio::time::timeout_at(deadline, rx).await {
+    let mut draining = state.draining.subscribe();
+    let answer = tokio::select! {
+        answer = tokio::time::timeout_at(deadline, rx) => answer,
+        _ = draining.wait_for(|d| *d) => return Ok(None),
+    };
+    match answer {
         Ok(Ok(Answer::Accepted(seq))) => Ok(Some(seq)),
         Ok(Ok(Answer::Conflict(seq))) => Err(conflict_error(bmi, Some(seq))),
         Ok(Ok(Answer::Unavailable)) => Err(unavailable()),
@@ -601,7 +657,7 @@ pub(crate) async fn submit(
     let mut to_send = Vec::with_capacity(1);
     let pending = admit(state, bmi, owner, payload, &mut to_send);
     send(state, to_send).await;
-    resolve(bmi, pending, tokio::time::Instant::now() + SEQ_WAIT).await
+    resolve(state, bmi, pending, tokio::time::Instant::now() + SEQ_WAIT).await
 }
 
 /// Submits many in one engine submission; one answer per command, in order.
@@ -621,7 +677,7 @@ pub(crate) async fn submit_many(
     let deadline = tokio::time::Instant::now() + SEQ_WAIT;
     let mut answers = Vec::with_capacity(pending.len());
     for (bmi, p) in pending {
-        answers.push((bmi, resolve(bmi, p, deadline).await));
+        answers.push((bmi, resolve(state, bmi, p, deadline).await));
     }
     answers
 }
@@ -742,8 +798,16 @@ async fn status_of(state: &AppState, bmi_text: &str, request: Request) -> Result
         if status.outcome.is_some() || tokio::time::Instant::now() >= deadline {
             return Ok((bmi, status));
         }
-        // Woken by the next notices (then checked again), or the deadline.
-        let _ = tokio::time::timeout_at(deadline, changed).await;
+        // Woken by the next notices (then checked again), the deadline, or the server draining
+        // (answered with the status now, as at the deadline).
+        let mut draining = state.draining.subscribe();
+        tokio::select! {
+            _ = tokio::time::timeout_at(deadline, changed) => {}
+            _ = draining.wait_for(|d| *d) => {
+                let status = state.tracker.status(bmi).ok_or_else(unknown)?;
+                return Ok((bmi, status));
+            }
+        }
     }
 }
 

@@ -3,8 +3,9 @@
 //! Listens on `127.0.0.1:8080+PORT_OFFSET` (or `--listen`). Participants and the accounts to set
 //! up come from a JSON file (`node/api/participants.example.json`, described in
 //! `rtgs_api::config`); the accounts are opened and funded only on a fresh data directory, so a
-//! restart never funds them twice. SIGTERM / Ctrl-C stops the server, lets open requests finish,
-//! then drains the cluster and writes its checkpoints.
+//! restart never funds them twice. SIGTERM / Ctrl-C stops the server — idle connections close at
+//! once, requests in flight finish within `rtgs_api::limits::SHUTDOWN_GRACE` (5 s), half-sent
+//! ones are dropped — then drains the cluster and writes its checkpoints.
 //!
 //! With `--collection`, every center also runs the collection plugin, the owner's effects go to
 //! the chain simulator (`--collection-wallets` wallets with one confirmed deposit each, approved,

@@ -9,9 +9,10 @@
 //! `collection_disabled`.
 
 use crate::checks::{parse_bmi, parse_json};
+use crate::edge::Path;
 use crate::error::ApiError;
 use crate::server::{accepted, authenticated, submit, AppState};
-use axum::extract::{Path, Request, State};
+use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};

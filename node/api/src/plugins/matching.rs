@@ -29,10 +29,11 @@
 
 use crate::auth::Participant;
 use crate::checks::{parse_bmi, parse_json};
+use crate::edge::Path;
 use crate::error::ApiError;
 use crate::pii::{Customer, PII_FIELD_CHARS_MAX};
 use crate::server::{accepted, authenticated, submit, AppState};
-use axum::extract::{Path, Request, State};
+use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -125,7 +126,7 @@ const INTERNAL: &str = "internal";
 fn loopback_only(request: &Request) -> Result<(), ApiError> {
     use axum::extract::ConnectInfo;
     let peer = request.extensions().get::<ConnectInfo<std::net::SocketAddr>>().map(|c| c.0);
-    if peer.is_some_and(|p| p.ip().is_loopback()) {
+    if peer.is_some_and(crate::edge::is_loopback) {
         Ok(())
     } else {
         Err(ApiError::new(
@@ -138,9 +139,7 @@ fn loopback_only(request: &Request) -> Result<(), ApiError> {
 
 async fn internal_body(request: Request) -> Result<axum::body::Bytes, ApiError> {
     loopback_only(&request)?;
-    axum::body::to_bytes(request.into_body(), crate::limits::BODY_BYTES_MAX)
-        .await
-        .map_err(|_| ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", "body too large"))
+    crate::server::read_body(request.into_body(), crate::limits::BODY_BYTES_MAX).await
 }
 
 /// The LP's webhook: the buyer paid into the escrow and the trade completed.

@@ -47,7 +47,7 @@ pub struct Node {
     addr: SocketAddr,
     dir: PathBuf,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
-    server: tokio::task::JoinHandle<()>,
+    server: Option<tokio::task::JoinHandle<()>>,
     api: std::sync::Arc<Api>,
     cluster: Cluster,
 }
@@ -70,6 +70,24 @@ pub fn fresh_dir(name: &str) -> PathBuf {
 
 pub async fn start(dir: &std::path::Path, setup: bool) -> Node {
     start_with(dir, setup, None).await
+}
+
+/// Where and with which edge bounds the harness serves.
+#[derive(Clone, Copy)]
+pub struct Edge {
+    pub bind: &'static str,
+    pub limits: rtgs_api::server::EdgeLimits,
+}
+
+impl Default for Edge {
+    fn default() -> Self {
+        Edge { bind: "127.0.0.1:0", limits: Default::default() }
+    }
+}
+
+/// [`start`] (accounts set up) served on `edge`.
+pub async fn start_edge(dir: &std::path::Path, edge: Edge) -> Node {
+    start_on(dir, true, None, edge).await
 }
 
 /// [`start`] with the collection plugin in every center, its effects executed against `chain`
@@ -131,6 +149,15 @@ async fn start_with(
     setup: bool,
     plugins: Option<(PluginSetup, rtgs_plugins::PluginsConfig)>,
 ) -> Node {
+    start_on(dir, setup, plugins, Edge::default()).await
+}
+
+async fn start_on(
+    dir: &std::path::Path,
+    setup: bool,
+    plugins: Option<(PluginSetup, rtgs_plugins::PluginsConfig)>,
+    edge: Edge,
+) -> Node {
     let (credentials, accounts) = ApiConfig::from_json(&config()).and_then(|c| c.build()).expect("config");
     let config = ClusterConfig::new(dir);
     // The read model hosts the same plugins as the centers (a replica: CenterId(0)).
@@ -161,7 +188,7 @@ async fn start_with(
     if setup {
         api.setup_accounts(&accounts).await.expect("accounts set up");
     }
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let listener = tokio::net::TcpListener::bind(edge.bind).await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let api = std::sync::Arc::new(api);
@@ -170,9 +197,9 @@ async fn start_with(
         let shutdown = async {
             let _ = stopped.await;
         };
-        serving.serve(listener, shutdown).await.expect("server runs");
+        serving.serve_with(listener, edge.limits, shutdown).await.expect("server runs");
     });
-    Node { addr, dir: dir.to_path_buf(), stop: Some(stop), server, api, cluster }
+    Node { addr, dir: dir.to_path_buf(), stop: Some(stop), server: Some(server), api, cluster }
 }
 
 impl Node {
@@ -191,6 +218,31 @@ impl Node {
         self.cluster.clock().now_us()
     }
 
+    /// The server's address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Tells the server to stop (as SIGTERM does in `rtgs serve`); the engine keeps running.
+    pub fn begin_shutdown(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+    }
+
+    /// Waits at most `bound` for the server to stop: false if it is still running.
+    pub async fn server_stopped_within(&mut self, bound: std::time::Duration) -> bool {
+        let Some(server) = self.server.as_mut() else { return true };
+        match tokio::time::timeout(bound, server).await {
+            Ok(done) => {
+                done.expect("the server task does not panic");
+                self.server = None;
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
     /// [`Node::stop`], then removes the data directory.
     pub async fn finish(self) -> Vec<String> {
         let dir = self.dir.clone();
@@ -204,7 +256,9 @@ impl Node {
         if let Some(s) = self.stop.take() {
             let _ = s.send(());
         }
-        self.server.await.expect("server stops");
+        if let Some(server) = self.server.take() {
+            server.await.expect("server stops");
+        }
         let api = std::sync::Arc::into_inner(self.api).expect("the server task has ended");
         let cluster = self.cluster;
         let report = tokio::task::spawn_blocking(move || {
