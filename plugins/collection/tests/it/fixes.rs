@@ -228,3 +228,62 @@ fn an_event_alert_stays_open_for_the_hold_time_then_closes() {
     fx.tick_at(t + HOUR_US);
     assert_eq!(open_kinds(&fx.p), vec![]);
 }
+
+// ----- whatever the order -----
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// Three sweeps of one wallet, read at heights 10, 20 and 30, each confirmed; deposits at
+    /// random heights have their confirmations journaled at random points of that (before a
+    /// batch exists, while it is in flight, after it is confirmed, after all of them). Each is
+    /// credited exactly once, to the batch whose read first held it, and every batch's rows add
+    /// up to the balance it swept; deposits above the last read stay QUEUED.
+    #[test]
+    fn every_deposit_is_credited_once_to_the_batch_that_swept_it_whatever_the_order(
+        deposits in proptest::collection::vec((1u64..36, 0usize..7, 1u128..5), 0..12)
+    ) {
+        const READS: [u64; 3] = [10, 20, 30];
+        let mut fx = Fx::new();
+        fx.relayer(RELAYER, 0);
+        let amount = |a: u128| a * USDT;
+        // The balance each read sees: every deposit mined above the previous read, at or below it.
+        let anchors: Vec<(u64, u64, u128)> = READS.iter().enumerate().map(|(k, r)| (1_000 + k as u64, r - 1, 2)).collect();
+        let all: Vec<(u64, u64, u128)> = anchors.iter().copied()
+            .chain(deposits.iter().enumerate().map(|(i, (h, _, a))| (1 + i as u64, *h, *a)))
+            .collect();
+        let balance = |k: usize| -> u128 {
+            let low = if k == 0 { 0 } else { READS[k - 1] };
+            all.iter().filter(|(_, h, _)| *h > low && *h <= READS[k]).map(|(_, _, a)| amount(*a)).sum()
+        };
+        let arrive = |fx: &mut Fx, slot: usize| {
+            for (i, (h, s, a)) in deposits.iter().enumerate() {
+                if *s == slot {
+                    fx.deposit(1 + i as u64, wallet(1), amount(*a), *h);
+                }
+            }
+        };
+        for (k, read_height) in READS.iter().enumerate() {
+            arrive(&mut fx, 2 * k);
+            let (id, h, a) = anchors[k];
+            fx.deposit(id, wallet(1), amount(a), h);
+            let read = only(&fx.run_schedule(), is_read);
+            let b = only(&fx.read(read.id, *read_height, vec![bal(wallet(1), balance(k))]), is_broadcast);
+            fx.broadcast_result(&b, BroadcastOutcome::Accepted);
+            arrive(&mut fx, 2 * k + 1);
+            fx.webhook(hash_of(&sweep(&b)), true, read_height + 1);
+        }
+        arrive(&mut fx, 6);
+        for (id, h, _) in &all {
+            let expected = READS.iter().position(|r| h <= r).map(|k| RowStatus::Collected(BatchId(k as u64 + 1)));
+            let status = fx.row(*id).status;
+            proptest::prop_assert_eq!(Some(status).filter(|s| *s != RowStatus::Queued), expected, "deposit {} at {}", id, h);
+        }
+        for k in 0..READS.len() {
+            let b = fx.batch(k as u64 + 1);
+            proptest::prop_assert_eq!(b.status, BatchStatus::Confirmed);
+            let rows: u128 = fx.p.batch_deposits(b.id).unwrap_or_default().iter().map(|r| r.amount_minor).sum();
+            proptest::prop_assert_eq!(rows, b.amount_minor, "batch {}", k + 1);
+        }
+    }
+}
