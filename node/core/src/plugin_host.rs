@@ -295,6 +295,18 @@ impl PluginHost {
         }
     }
 
+    /// Every plugin's open alerts (see [`crate::plugin::PluginAlert`]).
+    pub fn alerts_open(&self, out: &mut Vec<crate::plugin::PluginAlert>) {
+        for s in &self.slots {
+            s.plugin.alerts_open(out);
+        }
+    }
+
+    /// Every hosted plugin's alert kinds: `(plugin, kind)`.
+    pub fn alert_kinds(&self) -> impl Iterator<Item = (PluginKind, &'static str)> + '_ {
+        self.slots.iter().flat_map(|s| s.plugin.alert_kinds().iter().map(move |k| (s.plugin.kind(), *k)))
+    }
+
     /// Hash of the whole host state (O(state): checkpoints and audits only).
     pub fn state_hash(&self) -> u64 {
         Self::hash_of(&self.checkpoints())

@@ -31,7 +31,7 @@
 //! leader's clock (the entry's timestamp): across hosts they include the clocks' skew.
 
 use crate::error::EngineError;
-use crate::status::{lock, Status};
+use crate::status::{lock, HostView, Status};
 use metrics::{Counter, Gauge, Key, Label, Level, Metadata, Recorder};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
 use rtgs_core::entry::{Entry, Seq};
@@ -408,8 +408,62 @@ impl Metrics {
         for h in [&self.batch_entries, &self.apply_latency, &self.quorum_latency, &self.commit_batch] {
             h.render(&self.labels, &mut out);
         }
+        if let Some(p) = &status.plugins {
+            render_plugins(&self.labels, &lock(&p.host), &mut out);
+        }
         out
     }
+}
+
+/// The plugins' series, as of their last snapshot (written here, not through the recorder: the
+/// set of open alerts comes and goes, and a closed one must vanish, not stay at its last value).
+///
+/// * `rtgs_plugin_alerts_open{plugin, kind}` — open alerts per kind, every kind present (0 when
+///   none is open);
+/// * `rtgs_plugin_alert_since_seconds{plugin, kind, subject, alert_id}` — one series per open
+///   alert, its value the journal time it opened: what the `RtgsPluginAlert` rule fires on, one
+///   alert per plugin alert whichever centers report it;
+/// * `rtgs_plugin_figure{figure}` — every figure the plugins report (`collection_batches_stale`,
+///   `collection_batches_waiting`, `collection_groups_skipped`, ...).
+fn render_plugins(labels: &str, host: &HostView, out: &mut String) {
+    let _ = writeln!(
+        out,
+        "# HELP rtgs_plugin_alerts_open Alerts open in a plugin's replicated state, by kind.\n\
+         # TYPE rtgs_plugin_alerts_open gauge"
+    );
+    for (plugin, kind) in &host.alert_kinds {
+        let n = host.alerts.iter().filter(|a| a.plugin == *plugin && a.kind == *kind).count();
+        let plugin = plugin.name();
+        let _ = writeln!(out, "rtgs_plugin_alerts_open{{{labels},plugin=\"{plugin}\",kind=\"{kind}\"}} {n}");
+    }
+    let _ = writeln!(
+        out,
+        "# HELP rtgs_plugin_alert_since_seconds One series per open plugin alert: the journal time it opened.\n\
+         # TYPE rtgs_plugin_alert_since_seconds gauge"
+    );
+    for a in &host.alerts {
+        let (plugin, kind, subject, id) = (a.plugin.name(), a.kind, label_value(&a.subject), a.id);
+        let since = a.since_us as f64 / 1e6;
+        let _ = writeln!(
+            out,
+            "rtgs_plugin_alert_since_seconds{{{labels},plugin=\"{plugin}\",kind=\"{kind}\",subject=\"{subject}\",alert_id=\"{id}\"}} {since}"
+        );
+    }
+    let _ = writeln!(
+        out,
+        "# HELP rtgs_plugin_figure The plugins' figures (counts) at their last snapshot.\n\
+         # TYPE rtgs_plugin_figure gauge"
+    );
+    // The host names its owner/term figures once per plugin: the first of a name is shown.
+    let mut seen = std::collections::BTreeSet::new();
+    for (name, value) in host.figures.iter().filter(|(name, _)| seen.insert(*name)) {
+        let _ = writeln!(out, "rtgs_plugin_figure{{{labels},figure=\"{name}\"}} {value}");
+    }
+}
+
+/// A label value with `\`, `"` and newlines escaped (the exposition format's rule).
+fn label_value(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
 /// Binds `/metrics` (before the node does anything else: a port in use is a configuration error
@@ -532,6 +586,37 @@ mod tests {
         let e = |seq, ts| Entry::tick(seq, 1, ts, rtgs_core::entry::CenterId(1));
         let entries = [e(1, 5), e(2, 5), e(3, 6), e(5, 6)];
         assert_eq!(runs(&entries).collect::<Vec<_>>(), [(1, 2, 5), (3, 3, 6), (5, 5, 6)]);
+    }
+
+    #[test]
+    fn plugin_series_show_every_kind_each_open_alert_and_each_figure_once() {
+        use rtgs_core::entry::PluginKind;
+        use rtgs_core::plugin::PluginAlert;
+        let alert = |id, kind, subject: &str| PluginAlert {
+            plugin: PluginKind::Collection,
+            id,
+            kind,
+            subject: subject.to_string(),
+            since_us: 1_500_000,
+        };
+        let host = HostView {
+            alerts: vec![alert(3, "stuck_tx", "batch:7"), alert(4, "stuck_tx", "batch:\"9")],
+            alert_kinds: vec![(PluginKind::Collection, "stuck_tx"), (PluginKind::Collection, "reverted")],
+            figures: vec![("owner_center", 2), ("collection_batches_stale", 2), ("owner_center", 2)],
+            ..HostView::default()
+        };
+        let mut out = String::new();
+        render_plugins("center=\"DC1\"", &host, &mut out);
+        for line in [
+            "rtgs_plugin_alerts_open{center=\"DC1\",plugin=\"collection\",kind=\"stuck_tx\"} 2\n",
+            "rtgs_plugin_alerts_open{center=\"DC1\",plugin=\"collection\",kind=\"reverted\"} 0\n",
+            "rtgs_plugin_alert_since_seconds{center=\"DC1\",plugin=\"collection\",kind=\"stuck_tx\",subject=\"batch:7\",alert_id=\"3\"} 1.5\n",
+            "subject=\"batch:\\\"9\",alert_id=\"4\"} 1.5\n",
+            "rtgs_plugin_figure{center=\"DC1\",figure=\"collection_batches_stale\"} 2\n",
+        ] {
+            assert!(out.contains(line), "{line} missing:\n{out}");
+        }
+        assert_eq!(out.matches("figure=\"owner_center\"").count(), 1, "{out}");
     }
 
     #[test]

@@ -255,6 +255,10 @@ impl Router {
         view.seq_snapshot = seq;
         view.figures.clear();
         host.figures(&mut view.figures);
+        view.alerts.clear();
+        host.alerts_open(&mut view.alerts);
+        view.alert_kinds.clear();
+        view.alert_kinds.extend(host.alert_kinds());
     }
 }
 

@@ -10,8 +10,9 @@
 
 use crate::limits::STATUS_INTERVAL;
 use rtgs_core::center::CenterStats;
-use rtgs_core::entry::Seq;
+use rtgs_core::entry::{PluginKind, Seq};
 use rtgs_core::limits::CENTER_COUNT_MAX;
+use rtgs_core::plugin::PluginAlert;
 use serde_json::{Map, Value};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -90,6 +91,10 @@ pub struct HostView {
     pub snapshots: u64,
     pub effects_handed: u64,
     pub figures: Vec<(&'static str, u64)>,
+    /// The plugins' open alerts at the last snapshot (the same on every center at one seq).
+    pub alerts: Vec<PluginAlert>,
+    /// Every `(plugin, kind)` an alert may have: their series exist at 0.
+    pub alert_kinds: Vec<(PluginKind, &'static str)>,
 }
 
 /// Every figure of the node, for the reporter and `/metrics`.
@@ -174,15 +179,31 @@ impl Status {
         // a center that does not answer is behind, seen from the others.
         let acked = &c.seq_acked[..self.center_count.min(CENTER_COUNT_MAX)];
         map.insert("seq_acked".into(), acked.iter().map(|&s| Value::from(s)).collect());
-        // Open operator alerts. The node keeps none today: the plugins' alerts are effects handed
-        // to their owner's adapter once (counted in `plugins.*_alerts`), not state that stays open
-        // until resolved; an empty list until alerts are derived from state (issue 14, point 5).
-        map.insert("alerts".into(), Value::Array(Vec::new()));
+        // Open operator alerts: the plugins' (held in their replicated state, so every center
+        // lists the same ones at the same seq), as of the last plugin snapshot.
+        map.insert("alerts".into(), self.alerts_json());
         map.insert("center_stats".into(), center_stats_json(&c.stats));
         if let Some(p) = &self.plugins {
             map.insert("plugins".into(), plugins_json(p, &c.stats));
         }
         Value::Object(map)
+    }
+
+    fn alerts_json(&self) -> Value {
+        let Some(p) = &self.plugins else { return Value::Array(Vec::new()) };
+        let alerts = lock(&p.host).alerts.clone();
+        alerts
+            .iter()
+            .map(|a| {
+                serde_json::json!({
+                    "plugin": a.plugin.name(),
+                    "id": a.id,
+                    "kind": a.kind,
+                    "subject": a.subject,
+                    "since_us": a.since_us,
+                })
+            })
+            .collect()
     }
 
     /// Writes the status file (atomically: a temporary file renamed over it).

@@ -74,7 +74,7 @@ pub struct CenterRow {
     /// (`null`: no plugins, or down).
     pub plugin_owner: Option<String>,
     pub plugin_owner_term: Option<u64>,
-    /// Open alerts this node reports (the nodes keep none today: always empty).
+    /// Open alerts this node reports: its plugins' (replicated state: the same on every center).
     pub alerts: Vec<Value>,
     /// Why the center counts as down.
     pub error: Option<String>,

@@ -10,7 +10,13 @@
 //!   quorum latency p99, one sequencer leader and a lag for every center, and every node panel
 //!   of the dashboard (those selecting `job="rtgs-node"`) reads a metric the nodes expose;
 //! * (no servers needed) a node's `/metrics` names every series from the start and answers
-//!   loopback callers only.
+//!   loopback callers only;
+//! * an alert from real state travels the whole way: three `rtgs node` with the collection
+//!   plugin sweep for a chain that has no relayer registered, the plugin opens its `no_relayer`
+//!   alert in its replicated state, every node shows it (`/metrics`, status), a real Prometheus
+//!   with the deployed rules fires `RtgsPluginAlert`, and Debian's real Alertmanager, with the
+//!   deployed `alertmanager.yml` (`amtool check-config` accepts it), posts it to a webhook
+//!   receiver in the test.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -179,15 +185,46 @@ fn promtool_checks() {
     promtool(&["test", "rules", &format!("{DEPLOY}/alerts_test.yml")]);
 }
 
+/// `amtool` accepts the deployed Alertmanager config.
+fn amtool_checks() {
+    if let Err(e) = rtgs_pg::dev::start_infra("alertmanager") {
+        panic!("alertmanager could not be installed, so this test cannot run: {e}");
+    }
+    let out = Command::new("amtool")
+        .args(["check-config", &format!("{DEPLOY}/alertmanager.yml")])
+        .output()
+        .unwrap_or_else(|e| panic!("amtool: {e}"));
+    assert!(
+        out.status.success(),
+        "amtool refused deploy/alertmanager.yml:\n{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
 /// A Prometheus on a free port with the deployed rules, scraping `targets` as job `job` every
 /// second.
 fn prometheus(dir: &Path, job: &str, targets: &[SocketAddr]) -> (Killed, SocketAddr) {
+    prometheus_alerting(dir, job, targets, None)
+}
+
+/// [`prometheus`], sending what fires to `alertmanager` if given.
+fn prometheus_alerting(
+    dir: &Path,
+    job: &str,
+    targets: &[SocketAddr],
+    alertmanager: Option<SocketAddr>,
+) -> (Killed, SocketAddr) {
     let targets: Vec<String> = targets.iter().map(|t| format!("\"{t}\"")).collect();
-    let config = format!(
+    let mut config = format!(
         "global: {{scrape_interval: 1s, evaluation_interval: 1s}}\nrule_files: [\"{DEPLOY}/alerts.yml\"]\n\
          scrape_configs:\n  - job_name: {job}\n    static_configs:\n      - targets: [{}]\n",
         targets.join(", ")
     );
+    if let Some(am) = alertmanager {
+        config.push_str(&format!(
+            "alerting:\n  alertmanagers:\n    - static_configs:\n        - targets: [\"{am}\"]\n"
+        ));
+    }
     std::fs::write(dir.join("prometheus.yml"), config).unwrap_or_else(|e| panic!("{e}"));
     let web: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap_or_else(|e| panic!("{e}"));
     let child = Killed(
@@ -359,7 +396,7 @@ fn three_nodes_under_load_export_finality_rate_and_quorum_latency_to_prometheus(
         .flatten()
         .flat_map(|g| g["rules"].as_array().into_iter().flatten())
         .collect();
-    assert_eq!(evaluated.len(), 8, "rules loaded: {rules}");
+    assert_eq!(evaluated.len(), 10, "rules loaded: {rules}");
     for rule in evaluated {
         assert_eq!(rule["health"], "ok", "rule {} does not evaluate: {}", rule["name"], rule["lastError"]);
     }
@@ -430,4 +467,170 @@ fn node_metrics_name_every_series_from_the_start_and_answer_loopback_only() {
     let (status, body) = http(SocketAddr::new(ip, port), "GET", "/metrics", "", "");
     assert_eq!(status, 403, "a caller from {ip} got: {body}");
     assert!(!body.contains("rtgs_"), "metrics leaked to {ip}");
+}
+
+/// A webhook receiver: every POST body it gets, in order, through the channel.
+fn webhook_receiver() -> (SocketAddr, std::sync::mpsc::Receiver<String>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+    let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            if let Some(body) = read_post(stream) {
+                if tx.send(body).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    (addr, rx)
+}
+
+/// Reads one HTTP/1.1 request (headers, then `content-length` bytes), answers 200, returns the body.
+fn read_post(mut stream: TcpStream) -> Option<String> {
+    stream.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    let mut reader = BufReader::new(stream.try_clone().ok()?);
+    let mut length = 0usize;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':') {
+            if name.eq_ignore_ascii_case("content-length") {
+                length = value.trim().parse().ok()?;
+            }
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).ok()?;
+    let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+    String::from_utf8(body).ok()
+}
+
+/// Debian's Alertmanager with the deployed config, its receiver pointed at `webhook` and its
+/// waits shortened to a second (and clustering off: one instance, no gossip port).
+fn alertmanager(dir: &Path, webhook: SocketAddr) -> (Killed, SocketAddr) {
+    let deployed =
+        std::fs::read_to_string(format!("{DEPLOY}/alertmanager.yml")).unwrap_or_else(|e| panic!("{e}"));
+    let mut config = deployed.clone();
+    for (from, to) in [
+        ("http://127.0.0.1:9099/alerts".to_string(), format!("http://{webhook}/alerts")),
+        ("group_wait: 10s".to_string(), "group_wait: 1s".to_string()),
+        ("group_interval: 1m".to_string(), "group_interval: 1s".to_string()),
+    ] {
+        assert!(config.contains(&from), "deploy/alertmanager.yml no longer has {from:?}");
+        config = config.replace(&from, &to);
+    }
+    std::fs::write(dir.join("alertmanager.yml"), config).unwrap_or_else(|e| panic!("{e}"));
+    let web: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap_or_else(|e| panic!("{e}"));
+    let child = Killed(
+        Command::new("prometheus-alertmanager")
+            .arg(format!("--config.file={}", dir.join("alertmanager.yml").display()))
+            .arg(format!("--storage.path={}", dir.join("alertmanager").display()))
+            .arg(format!("--web.listen-address={web}"))
+            .arg("--cluster.listen-address=")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start prometheus-alertmanager: {e}")),
+    );
+    (child, web)
+}
+
+#[test]
+fn a_plugin_alert_from_real_nodes_reaches_a_webhook_through_prometheus_and_alertmanager() {
+    let _one = common::lock();
+    promtool_checks();
+    amtool_checks();
+    let dir: PathBuf = std::env::temp_dir().join(format!("rtgs-alerting-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let (webhook, posts) = webhook_receiver();
+    let (_alertmanager, am) = alertmanager(&dir, webhook);
+    // Three nodes sweeping 20 wallets; their chains have a relayer, but nobody registers it with
+    // the plugin (`rtgs collect --relayers 0`): the sweep's batches fail for want of one, and
+    // the plugin opens `no_relayer` for the chain until one registers.
+    let wallets = "20";
+    let mut nodes = common::Cluster::new("alerting");
+    for env in &mut nodes.extra_env {
+        env.push(("RTGS_COLLECTION".into(), "true".into()));
+        env.push(("RTGS_COLLECTION_WALLETS".into(), wallets.into()));
+        env.push(("RTGS_COLLECTION_RELAYERS".into(), "1".into()));
+    }
+    nodes.start_all();
+    let addrs: Vec<SocketAddr> = nodes
+        .statuses()
+        .iter()
+        .map(|s| {
+            let listen = s.as_ref().and_then(|s| s["metrics_listen"].as_str()).unwrap_or_default();
+            listen.parse().unwrap_or_else(|e| panic!("metrics_listen {listen:?}: {e}"))
+        })
+        .collect();
+    let (_prometheus, web) = prometheus_alerting(&dir, "rtgs-node", &addrs, Some(am));
+    // Waits for every deposit, sweeps, then waits for a collection that cannot happen: killed
+    // once the alert is through.
+    let mut collect = Command::new(BIN);
+    collect
+        .args(["collect", "--topic-prefix", &nodes.prefix, "--timeout-s", "60"])
+        .args(["--wallets", wallets, "--relayers", "0", "--round", "1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    for c in 1..=3 {
+        collect.arg("--status-file").arg(nodes.status_path(c));
+    }
+    let _collect = Killed(collect.spawn().unwrap_or_else(|e| panic!("cannot run rtgs collect: {e}")));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let alert = loop {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        assert!(
+            !remaining.is_zero(),
+            "no RtgsPluginAlert reached the webhook; firing in Prometheus: {}\nDC1:\n{}",
+            http(web, "GET", "/api/v1/alerts", "", "").1,
+            nodes.log(1)
+        );
+        let Ok(body) = posts.recv_timeout(remaining.min(Duration::from_secs(1))) else { continue };
+        let v: serde_json::Value =
+            serde_json::from_str(&body).unwrap_or_else(|e| panic!("webhook body is not JSON ({e}): {body}"));
+        let found =
+            v["alerts"].as_array().into_iter().flatten().find(|a| {
+                a["labels"]["alertname"] == "RtgsPluginAlert" && a["labels"]["kind"] == "no_relayer"
+            });
+        if let Some(a) = found {
+            break a.clone();
+        }
+    };
+    eprintln!("webhook got: {alert}");
+    assert_eq!(alert["status"], "firing");
+    let labels = &alert["labels"];
+    assert_eq!(
+        (&labels["plugin"], &labels["subject"], &labels["severity"]),
+        (&"collection".into(), &"chain:1".into(), &"warning".into())
+    );
+    assert_eq!(
+        alert["annotations"]["summary"],
+        format!("collection: no_relayer on chain:1 (alert {})", labels["alert_id"].as_str().unwrap_or("?"))
+    );
+    // Every center holds the same open alert (same id): it is replicated state, not a message.
+    let statuses = nodes.statuses();
+    for (c, s) in statuses.iter().enumerate() {
+        let alerts = s.as_ref().map(|s| s["alerts"].clone()).unwrap_or_default();
+        let open: Vec<&serde_json::Value> =
+            alerts.as_array().into_iter().flatten().filter(|a| a["kind"] == "no_relayer").collect();
+        assert_eq!(open.len(), 1, "DC{}: {alerts}", c + 1);
+        assert_eq!(open[0]["id"].to_string(), labels["alert_id"].as_str().unwrap_or("?"), "DC{}", c + 1);
+        assert_eq!((&open[0]["plugin"], &open[0]["subject"]), (&"collection".into(), &"chain:1".into()));
+    }
+    for addr in &addrs {
+        let (_, exposition) = http(*addr, "GET", "/metrics", "", "");
+        let line = "plugin=\"collection\",kind=\"no_relayer\"} 1\n";
+        assert!(exposition.contains(line), "{addr}: {line} missing:\n{exposition}");
+    }
+    drop(nodes);
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -9,7 +9,7 @@
 //! What is the collection's own here: the sweep as a transaction (`executeTransfer(wallet,
 //! token, amount, batch)` from the relayer: the collector moves the wallet's tokens to the
 //! treasury under the wallet's allowance), balance reads at the safe height, receipt lookups,
-//! deposits reported as `DepositConfirmed`, webhooks, alerts, and the RPC latency of every
+//! deposits reported as `DepositConfirmed`, webhooks, and the RPC latency of every
 //! answer. Mempool, nonces, blocks, reorgs and faults are the shared chain's
 //! ([`EvmChain`], reached through `Deref`: `sim.faults`, `sim.stats`, `sim.tx(..)`, ...).
 
@@ -114,7 +114,6 @@ pub struct ChainSim {
     outbox_seq: u64,
     forced_read_failures: u32,
     forced_read_lag: u64,
-    alerts: Vec<(u64, Alert)>,
     events: Vec<EvmEvent>,
 }
 
@@ -141,7 +140,6 @@ impl ChainSim {
             outbox_seq: 0,
             forced_read_failures: 0,
             forced_read_lag: 0,
-            alerts: Vec::new(),
             events: Vec::new(),
         }
     }
@@ -179,9 +177,6 @@ impl ChainSim {
 
     pub fn treasury_balance(&self, token: TokenId) -> u128 {
         self.evm.token_balance(self.cfg.treasury, token)
-    }
-    pub fn alerts(&self) -> &[(u64, Alert)] {
-        &self.alerts
     }
     /// Successful sweeps mined on the canonical chain, per batch: `(batch, hash, amount)`.
     pub fn mined_sweeps(&self) -> Vec<(BatchId, TxHash, u128)> {
@@ -355,7 +350,6 @@ impl ChainAdapter for ChainSim {
             CollectionEffect::Broadcast(tx) => self.broadcast(effect_id, tx, false, now_us),
             CollectionEffect::LookupReceipts(e) => self.lookup(effect_id, e, now_us),
             CollectionEffect::Cancel(c) => self.broadcast(effect_id, &Self::cancel_as_tx(c), true, now_us),
-            CollectionEffect::Alert(a) => self.alerts.push((now_us, *a)),
         }
     }
 

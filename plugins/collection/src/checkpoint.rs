@@ -14,7 +14,8 @@ pub use crate::wire::CheckpointError;
 use crate::wire::{check, hash_checkpoint, read_checkpoint, write_checkpoint, Sink};
 
 /// Checkpoint format version.
-pub const CHECKPOINT_VERSION: u8 = 1;
+/// 2: open alerts, a batch's latest send time.
+pub const CHECKPOINT_VERSION: u8 = 2;
 const STATE_HASH_SEED: u64 = 0xC011_EC71_0000_0001;
 
 /// Lookup structures derived from [`State`]; never encoded.
@@ -42,6 +43,8 @@ pub struct Index {
     pub chain_relayers: BTreeMap<ChainId, BTreeSet<RelayerId>>,
     /// Groups per balance-read effect in flight.
     pub reads: BTreeMap<u64, BTreeSet<GroupKey>>,
+    /// CONFIRMED batches per group by read height: where a deposit confirmed late belongs.
+    pub swept: BTreeMap<GroupKey, BTreeSet<(u64, BatchId)>>,
 }
 
 impl Index {
@@ -52,6 +55,7 @@ impl Index {
         ix.index_groups(st)?;
         ix.index_batches(st)?;
         ix.index_relayers(st)?;
+        check_alerts(st)?;
         Ok(ix)
     }
 
@@ -101,6 +105,9 @@ impl Index {
             for d in &b.deposits {
                 let row = st.deposits.get(d).ok_or("batch lists unknown deposit")?;
                 check(row.status == RowStatus::Collected(*id), "batch lists a row it did not collect")?;
+            }
+            if b.status == BatchStatus::Confirmed {
+                self.swept.entry(b.key).or_default().insert((b.read_height, *id));
             }
             if b.status.is_open() {
                 check(self.open_batch.insert(b.key, *id).is_none(), "two open batches in a group")?;
@@ -155,6 +162,7 @@ fn check_batch_shape(b: &Batch) -> Result<(), &'static str> {
         BatchStatus::Broadcasting | BatchStatus::Stale => {
             check(sent && !b.tx_hashes.is_empty(), "in-flight batch without transaction")?;
             check(b.broadcast_at_us.is_some(), "in-flight batch without broadcast time")?;
+            check(b.sent_last_at_us >= b.broadcast_at_us, "in-flight batch sent before its broadcast")?;
         }
         BatchStatus::Confirmed => {
             check(b.receipt.is_some_and(|r| r.success), "confirmed without receipt")?;
@@ -172,6 +180,36 @@ fn check_batch_shape(b: &Batch) -> Result<(), &'static str> {
             "unsettled nonce",
         )?;
         check(sent, "unsettled nonce never sent")?;
+    }
+    Ok(())
+}
+
+/// Open alerts: keyed by their own kind and subject, ids unique and issued, conditions that hold.
+fn check_alerts(st: &State) -> Result<(), &'static str> {
+    use crate::alert::{AlertKind, AlertSubject};
+    let mut ids = BTreeSet::new();
+    for (key, a) in &st.alerts {
+        check(key.kind == a.kind && key.subject == a.subject, "alert key")?;
+        check(a.id >= 1 && a.id <= st.alert_id_last && ids.insert(a.id), "alert id")?;
+        check(a.kind.is_condition() == a.closes_at_us.is_none(), "alert end")?;
+        let batch = match a.subject {
+            AlertSubject::Batch(b) => Some(st.batches.get(&b).ok_or("alert about unknown batch")?),
+            AlertSubject::Chain(_) => None,
+        };
+        match (a.kind, batch) {
+            (AlertKind::StuckTx, Some(b)) => check(b.status == BatchStatus::Stale, "stuck_tx not STALE")?,
+            (AlertKind::PendingTooLong, Some(b)) => check(
+                b.status == BatchStatus::Pending && b.relayer.is_none(),
+                "pending_too_long not waiting",
+            )?,
+            (AlertKind::NoRelayer, None) => check(
+                !st.relayers.values().any(|r| AlertSubject::Chain(r.chain) == a.subject),
+                "no_relayer with a relayer",
+            )?,
+            (AlertKind::NoRelayer, Some(_)) => return Err("no_relayer about a batch"),
+            (_, None) => return Err("batch alert about a chain"),
+            _ => {}
+        }
     }
     Ok(())
 }

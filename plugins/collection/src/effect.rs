@@ -70,35 +70,6 @@ wire_struct! {
     }
 }
 
-code_enum! {
-    /// What an operator alert (Telegram + admin console in the seed) is about.
-    pub enum AlertKind {
-        /// A receipt showed success but no webhook came: investigate the monitor.
-        MissedWebhook = 1,
-        /// No receipt long after broadcast: the batch is STALE and its relayer is paused.
-        StuckTx = 2,
-        /// The sweep reverted; its deposits stay queued.
-        Reverted = 3,
-        /// The batch's nonce was used by a transaction that is not ours.
-        NonceConsumedElsewhere = 4,
-        /// A batch already FAILED was mined successfully after all; it is CONFIRMED now.
-        LateSuccess = 5,
-        /// A revert was reported for a batch already CONFIRMED (a reorg beyond the depth?).
-        ConflictingReceipt = 6,
-    }
-}
-
-wire_struct! {
-    /// Tell the operators.
-    #[derive(Copy, Clone, PartialEq, Eq, Debug)]
-    pub struct Alert {
-        pub kind: AlertKind,
-        pub batch: BatchId,
-        pub relayer: Option<RelayerId>,
-        pub tx_hash: Option<TxHash>,
-    }
-}
-
 /// Everything the plugin asks of the outside world.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub enum CollectionEffect {
@@ -106,7 +77,6 @@ pub enum CollectionEffect {
     Broadcast(SweepTx),
     LookupReceipts(LookupReceipts),
     Cancel(CancelTx),
-    Alert(Alert),
 }
 
 /// Effect op codes (the `Effect::op`).
@@ -115,7 +85,7 @@ pub mod op {
     pub const BROADCAST: u16 = 2;
     pub const LOOKUP_RECEIPTS: u16 = 3;
     pub const CANCEL: u16 = 4;
-    pub const ALERT: u16 = 5;
+    // 5 was ALERT: alerts are state now (`crate::alert`), not effects.
 }
 
 impl CollectionEffect {
@@ -126,7 +96,6 @@ impl CollectionEffect {
             E::Broadcast(e) => (op::BROADCAST, to_vec(e)),
             E::LookupReceipts(e) => (op::LOOKUP_RECEIPTS, to_vec(e)),
             E::Cancel(e) => (op::CANCEL, to_vec(e)),
-            E::Alert(e) => (op::ALERT, to_vec(e)),
         }
     }
 
@@ -137,7 +106,6 @@ impl CollectionEffect {
             op::BROADCAST => E::Broadcast(from_slice(body)?),
             op::LOOKUP_RECEIPTS => E::LookupReceipts(from_slice(body)?),
             op::CANCEL => E::Cancel(from_slice(body)?),
-            op::ALERT => E::Alert(from_slice(body)?),
             other => return Err(DecodeError::UnknownOp(other)),
         })
     }
@@ -216,12 +184,6 @@ mod tests {
                 nonce: 7,
                 gas_price_wei: 30_000_000_000,
                 gas_limit: 21_000,
-            }),
-            E::Alert(Alert {
-                kind: AlertKind::StuckTx,
-                batch: BatchId(1),
-                relayer: Some(RelayerId(50)),
-                tx_hash: None,
             }),
         ]
     }

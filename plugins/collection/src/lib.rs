@@ -13,7 +13,9 @@
 //! * [`settings`] — `collection.*` / `stale_tx.*` settings, global and per partner, validated.
 //! * [`command`] — [`CollectionCommand`]: operator/core inputs and adapter results, with codec.
 //! * [`effect`] — [`CollectionEffect`]: balance reads, sweep broadcasts, receipt lookups,
-//!   cancellations of given-up nonces, alerts, with codec.
+//!   cancellations of given-up nonces, with codec.
+//! * [`alert`] — the open operator alerts, derived from state (raised when a condition starts,
+//!   closed when it ends; events held open for a while), replicated with the rest of the state.
 //! * [`state`] — the rows: `collection_queue` ([`QueueRow`]), `collection_batches` ([`Batch`]),
 //!   wallet groups, relayers and their nonce locks.
 //! * [`plugin`] — [`CollectionPlugin`]: the `Plugin` impl, command routing, audit queries.
@@ -52,6 +54,7 @@ extern crate rtgs_core;
 pub mod wire;
 
 pub mod adapter;
+pub mod alert;
 pub mod chain_sim;
 pub mod checkpoint;
 pub mod command;

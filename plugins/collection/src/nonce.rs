@@ -6,9 +6,15 @@
 //! * **release** — only on a *certain* failure (the node refused it): `next_nonce` stays.
 //! * An *ambiguous* failure (timeout, "nonce too low") neither confirms nor releases: the lock is
 //!   held until a chain check (receipts + mined nonce) says which it was (see `sweep`).
+//! * A batch that waits for a relayer longer than `collection.pending_alert_minutes` stays
+//!   PENDING, in its place in the queue, and opens a `pending_too_long` alert (see `alert`) that
+//!   closes when a relayer takes it. Failing it instead would gain nothing: the next run would
+//!   create the same batch again, at the back of the same queue. Only an operator can help —
+//!   register a relayer, or resolve the STALE batch that pauses one.
 //! * A relayer with a STALE batch, or with a nonce an operator gave up that the chain has not
 //!   used yet, gets no new transaction (it would only queue behind the hole).
 
+use crate::alert::{AlertKind, AlertSubject};
 use crate::effect::EffectSink;
 use crate::plugin::CollectionPlugin;
 use crate::state::{AwaitKind, FailReason, NonceLock};
@@ -118,6 +124,8 @@ impl CollectionPlugin {
         for id in ids {
             self.fail_batch(id, FailReason::NoRelayer, NonceFate::Unused);
         }
+        // Open until a relayer for the chain registers.
+        self.raise(AlertKind::NoRelayer, AlertSubject::Chain(chain), None);
     }
 
     /// acquire: the batch takes the relayer's next nonce, LOCKED until confirmed or released.
@@ -129,5 +137,7 @@ impl CollectionPlugin {
             b.relayer = Some(rid);
             b.nonce = Some(nonce);
         }
+        // It no longer waits for a relayer.
+        self.close(AlertKind::PendingTooLong, AlertSubject::Batch(id));
     }
 }

@@ -5,8 +5,7 @@
 //! a group's `read` (balance reads) or a batch's `awaiting` (broadcast, bump, chain check,
 //! receipt lookup, cancellation). From those, the effects are rebuilt exactly as emitted — same
 //! id, same body — so a new owner re-executing them sends the *same* signed transactions.
-//! Alerts expect no answer and are not pending: an owner that dies before sending one loses it
-//! (the condition stays visible in the state: the batch is STALE, the counters count it).
+//! Alerts are not effects at all: they are open in the state (`crate::alert`), on every center.
 //!
 //! [`Plugin::pending_effects`]: rtgs_core::plugin::Plugin::pending_effects
 
@@ -91,7 +90,8 @@ pub(crate) fn figures(p: &CollectionPlugin, out: &mut Vec<(&'static str, u64)>) 
             RowStatus::Collected(_) => collected += 1,
         }
     }
-    let (mut confirmed, mut failed, mut stale, mut open) = (0u64, 0u64, 0u64, 0u64);
+    let (mut confirmed, mut failed, mut stale, mut pending, mut broadcasting) =
+        (0u64, 0u64, 0u64, 0u64, 0u64);
     let mut swept_minor: u128 = 0;
     for b in st.batches.values() {
         match b.status {
@@ -101,10 +101,17 @@ pub(crate) fn figures(p: &CollectionPlugin, out: &mut Vec<(&'static str, u64)>) 
             }
             BatchStatus::Failed => failed += 1,
             BatchStatus::Stale => stale += 1,
-            BatchStatus::Pending | BatchStatus::Broadcasting => open += 1,
+            BatchStatus::Pending => pending += 1,
+            BatchStatus::Broadcasting => broadcasting += 1,
         }
     }
     let skips: u64 = st.counters.skipped.values().sum();
+    let groups_skipped =
+        p.ix.queued
+            .keys()
+            .filter(|k| !p.ix.open_batch.contains_key(k))
+            .filter(|k| st.groups.get(k).is_some_and(|g| g.last_skip.is_some()))
+            .count() as u64;
     let rejected: u64 = st.counters.rejected.values().sum();
     out.extend([
         ("collection_deposits", st.deposits.len() as u64),
@@ -114,11 +121,18 @@ pub(crate) fn figures(p: &CollectionPlugin, out: &mut Vec<(&'static str, u64)>) 
         ("collection_batches_confirmed", confirmed),
         ("collection_batches_failed", failed),
         ("collection_batches_stale", stale),
-        ("collection_batches_open", open),
+        ("collection_batches_open", pending + broadcasting),
+        ("collection_batches_pending", pending),
+        // PENDING without a relayer: waiting for one to be free.
+        ("collection_batches_waiting", p.ix.waiting.len() as u64),
+        ("collection_batches_broadcasting", broadcasting),
+        // Groups with QUEUED rows and no open batch that a run has skipped (the last skip is kept).
+        ("collection_groups_skipped", groups_skipped),
         ("collection_swept_minor", u64::try_from(swept_minor).unwrap_or(u64::MAX)),
         ("collection_skips", skips),
         ("collection_commands_rejected", rejected),
         ("collection_results_ignored", st.counters.results_ignored),
-        ("collection_alerts", st.counters.alerts),
+        ("collection_alerts_raised", st.counters.alerts_raised.values().sum()),
+        ("collection_alerts_open", st.alerts.len() as u64),
     ]);
 }

@@ -93,7 +93,7 @@ impl CollectionPlugin {
                 Ok(())
             }
             C::TxWebhook(c) => {
-                self.on_webhook(c, out);
+                self.on_webhook(c);
                 Ok(())
             }
             C::ReceiptsLooked(c) => {
@@ -156,8 +156,34 @@ impl CollectionPlugin {
             collected_at_us: None,
         };
         self.st.deposits.insert(d.deposit, row);
-        self.ix.queued.entry(key).or_default().insert((d.block_height, d.deposit));
+        match self.swept_by(key, d.block_height) {
+            Some(batch) => self.credit_late(d.deposit, batch),
+            None => {
+                self.ix.queued.entry(key).or_default().insert((d.block_height, d.deposit));
+            }
+        }
         Ok(())
+    }
+
+    /// The CONFIRMED batch of the group whose swept balance holds a deposit included at
+    /// `height`: the one read at the lowest height at or above it (those read below did not
+    /// hold it; once it was swept, later reads do not hold it either).
+    fn swept_by(&self, key: GroupKey, height: u64) -> Option<BatchId> {
+        let swept = self.ix.swept.get(&key)?;
+        swept.range((height, BatchId(0))..).next().map(|(_, b)| *b)
+    }
+
+    /// A deposit whose confirmation reached the journal after the batch that swept its funds was
+    /// confirmed: COLLECTED by that batch now (not QUEUED forever, not credited to a later one).
+    fn credit_late(&mut self, deposit: DepositId, batch: BatchId) {
+        let now = self.st.now_us;
+        if let Some(row) = self.st.deposits.get_mut(&deposit) {
+            row.status = RowStatus::Collected(batch);
+            row.collected_at_us = Some(now);
+        }
+        if let Some(b) = self.st.batches.get_mut(&batch) {
+            b.deposits.push(deposit);
+        }
     }
 
     /// A partner's first run is at the next boundary of its interval.
@@ -221,6 +247,7 @@ impl CollectionPlugin {
         }
         let relayer = Relayer { id: c.relayer, chain: c.chain, next_nonce: c.next_nonce, lock: None };
         self.mark_maybe_free(c.chain, c.relayer);
+        self.close(crate::alert::AlertKind::NoRelayer, crate::alert::AlertSubject::Chain(c.chain));
         self.st.relayers.insert(c.relayer, relayer);
         self.ix.chain_relayers.entry(c.chain).or_default().insert(c.relayer);
         Ok(())
@@ -409,7 +436,7 @@ impl CollectionPlugin {
             _ => return,
         }
         // A hash recorded now may have had its webhook journaled first.
-        self.apply_early_webhooks(&mut out);
+        self.apply_early_webhooks();
         // Whatever freed a relayer or created a batch: hand out nonces now.
         self.dispatch_waiting(&mut out);
     }
@@ -441,8 +468,20 @@ impl Plugin for CollectionPlugin {
         self.apply_entry(entry, step.effects());
     }
 
+    const ALERT_KINDS: &'static [&'static str] = &crate::alert::AlertKind::NAMES;
+
     fn state_hash(&self) -> u64 {
         checkpoint::hash_state(&self.st)
+    }
+
+    fn alerts_open(&self, out: &mut Vec<rtgs_core::plugin::PluginAlert>) {
+        out.extend(self.st.alerts.values().map(|a| rtgs_core::plugin::PluginAlert {
+            plugin: PluginKind::Collection,
+            id: a.id,
+            kind: a.kind.name(),
+            subject: a.subject.to_string(),
+            since_us: a.since_us,
+        }));
     }
 
     fn digest(&self) -> u64 {
@@ -464,7 +503,8 @@ impl Plugin for CollectionPlugin {
             c.deposits_duplicate,
             c.webhooks_foreign,
             c.reads_deferred,
-            c.alerts,
+            st.alerts.len() as u64,
+            st.alert_id_last,
             self.ix.queued.len() as u64,
             self.ix.waiting.len() as u64,
             self.ix.open_batch.len() as u64,

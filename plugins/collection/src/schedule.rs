@@ -6,10 +6,15 @@
 //! amount to sweep is decided from that answer, never from the queued amounts.
 //!
 //! **Stale monitor** (seed 10): every `stale_tx.check_interval_minutes`, each BROADCASTING batch
-//! older than `stale_tx.threshold_minutes`, and each STALE batch (to notice a late receipt), gets
+//! whose latest transaction (its first broadcast or a gas bump) went out more than
+//! `stale_tx.threshold_minutes` ago, and each STALE batch (to notice a late receipt), gets
 //! a receipt lookup for every hash sent for its nonce; so does each batch whose nonce an operator
 //! gave up, until the chain has used that nonce. The same pass re-asks any question whose answer
 //! never came (a lost result must not hold a nonce LOCKED forever).
+//!
+//! **Alerts** (`alert`): every tick closes event alerts past their hold time and opens
+//! `pending_too_long` for PENDING batches that waited longer than `collection.pending_alert_minutes`
+//! for a relayer.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
@@ -25,6 +30,7 @@ impl CollectionPlugin {
     pub(crate) fn on_tick(&mut self, out: &mut EffectSink<'_>) {
         self.run_due_schedules(out);
         self.run_stale_monitor(out);
+        self.tick_alerts();
     }
 
     /// Partners whose run is due; their next run moves to the following boundary (missed runs
@@ -157,8 +163,9 @@ impl CollectionPlugin {
                 AwaitKind::Broadcast => self.emit_broadcast(id, AwaitKind::Broadcast, a.gas_price_wei, out),
                 _ => self.emit_lookup(id, AwaitKind::Check, out),
             },
+            // The age counts from the latest send: a gas bump starts it again.
             (BatchStatus::Broadcasting, _, _) => {
-                let age = b.broadcast_at_us.map_or(0, |t| now.saturating_sub(t));
+                let age = b.sent_last_at_us.map_or(0, |t| now.saturating_sub(t));
                 if age >= threshold_us {
                     self.emit_lookup(id, AwaitKind::Lookup, out);
                 }

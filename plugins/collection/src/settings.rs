@@ -2,7 +2,7 @@
 //!
 //! Stored as integers: the gas threshold ratio in parts per million (seed `0.1` = 100,000 ppm),
 //! USD amounts in micro-dollars. The schedule interval and both thresholds may be overridden per
-//! partner; the stale monitor's settings are global (one monitor per node).
+//! partner; the stale monitor's and the alerts' settings are global.
 
 use crate::types::PartnerId;
 use crate::wire::{DecodeError, Reader, Wire, Writer};
@@ -24,6 +24,12 @@ code_enum! {
         StaleCheckIntervalMinutes = 4,
         /// `stale_tx.threshold_minutes`: 1 ..= 10,080.
         StaleThresholdMinutes = 5,
+        /// `collection.pending_alert_minutes`: 1 ..= 10,080 — a PENDING batch waiting this long
+        /// for a relayer (all busy or paused) opens a `pending_too_long` alert.
+        PendingAlertMinutes = 6,
+        /// `collection.alert_hold_minutes`: 1 ..= 10,080 — how long an event alert (a revert, a
+        /// missed webhook ...) stays open.
+        AlertHoldMinutes = 7,
     }
 }
 
@@ -36,6 +42,8 @@ impl SettingKey {
             SettingKey::MinAmountUsdMicros => "collection.min_amount_usd",
             SettingKey::StaleCheckIntervalMinutes => "stale_tx.check_interval_minutes",
             SettingKey::StaleThresholdMinutes => "stale_tx.threshold_minutes",
+            SettingKey::PendingAlertMinutes => "collection.pending_alert_minutes",
+            SettingKey::AlertHoldMinutes => "collection.alert_hold_minutes",
         }
     }
 
@@ -50,7 +58,9 @@ impl SettingKey {
             SettingKey::GasThresholdRatioPpm => (0, 1_000_000),
             SettingKey::MinAmountUsdMicros => (0, 1_000_000_000_000_000),
             SettingKey::StaleCheckIntervalMinutes => (1, 1_440),
-            SettingKey::StaleThresholdMinutes => (1, 10_080),
+            SettingKey::StaleThresholdMinutes
+            | SettingKey::PendingAlertMinutes
+            | SettingKey::AlertHoldMinutes => (1, 10_080),
         }
     }
 
@@ -121,12 +131,15 @@ wire_struct! {
         pub min_amount_usd_micros: u64,
         pub stale_check_interval_minutes: u32,
         pub stale_threshold_minutes: u32,
+        pub pending_alert_minutes: u32,
+        pub alert_hold_minutes: u32,
     }
 }
 
 impl Default for Settings {
     /// The seed's values: hourly batches, 10 % gas threshold, 1.0 USD minimum, hourly stale
-    /// checks of transactions broadcast more than an hour ago.
+    /// checks of transactions broadcast more than an hour ago; and ours: an alert after a batch
+    /// waited an hour for a relayer, event alerts open for an hour.
     fn default() -> Self {
         Settings {
             schedule_interval_hours: 1,
@@ -134,6 +147,8 @@ impl Default for Settings {
             min_amount_usd_micros: 1_000_000,
             stale_check_interval_minutes: 60,
             stale_threshold_minutes: 60,
+            pending_alert_minutes: 60,
+            alert_hold_minutes: 60,
         }
     }
 }
@@ -144,6 +159,12 @@ impl Settings {
     }
     pub fn stale_threshold_us(&self) -> u64 {
         u64::from(self.stale_threshold_minutes) * MINUTE_US
+    }
+    pub fn pending_alert_us(&self) -> u64 {
+        u64::from(self.pending_alert_minutes) * MINUTE_US
+    }
+    pub fn alert_hold_us(&self) -> u64 {
+        u64::from(self.alert_hold_minutes) * MINUTE_US
     }
 
     /// Sets a global value (already validated).
@@ -156,6 +177,8 @@ impl Settings {
             SettingKey::MinAmountUsdMicros => self.min_amount_usd_micros = value,
             SettingKey::StaleCheckIntervalMinutes => self.stale_check_interval_minutes = v32,
             SettingKey::StaleThresholdMinutes => self.stale_threshold_minutes = v32,
+            SettingKey::PendingAlertMinutes => self.pending_alert_minutes = v32,
+            SettingKey::AlertHoldMinutes => self.alert_hold_minutes = v32,
         }
     }
 }
@@ -180,7 +203,10 @@ impl PartnerState {
             SettingKey::GasThresholdRatioPpm => self.gas_threshold_ratio_ppm = v32,
             SettingKey::MinAmountUsdMicros => self.min_amount_usd_micros = value,
             // `per_partner` is checked before.
-            SettingKey::StaleCheckIntervalMinutes | SettingKey::StaleThresholdMinutes => {}
+            SettingKey::StaleCheckIntervalMinutes
+            | SettingKey::StaleThresholdMinutes
+            | SettingKey::PendingAlertMinutes
+            | SettingKey::AlertHoldMinutes => {}
         }
     }
 }
@@ -241,6 +267,8 @@ mod tests {
                 SettingKey::MinAmountUsdMicros => d.min_amount_usd_micros,
                 SettingKey::StaleCheckIntervalMinutes => u64::from(d.stale_check_interval_minutes),
                 SettingKey::StaleThresholdMinutes => u64::from(d.stale_threshold_minutes),
+                SettingKey::PendingAlertMinutes => u64::from(d.pending_alert_minutes),
+                SettingKey::AlertHoldMinutes => u64::from(d.alert_hold_minutes),
             };
             assert!(k.validate(v).is_ok());
         }

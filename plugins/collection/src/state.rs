@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::alert::{AlertKey, AlertKind, OpenAlert};
 use crate::command::{Receipt, RejectCode, TxWebhook};
 use crate::settings::{PartnerState, Settings};
 use crate::types::*;
@@ -223,6 +224,9 @@ wire_struct! {
         pub awaiting: Option<Awaiting>,
         pub created_at_us: u64,
         pub broadcast_at_us: Option<u64>,
+        /// When the node last accepted one of its transactions (the first broadcast or a gas
+        /// bump): the stale age counts from here.
+        pub sent_last_at_us: Option<u64>,
         pub finished_at_us: Option<u64>,
         /// The mined receipt (gas cost) once CONFIRMED or reverted.
         pub receipt: Option<Receipt>,
@@ -306,7 +310,8 @@ wire_struct! {
         pub webhooks_foreign: u64,
         /// Groups a scheduled run could not read because the entry's effect budget ran out.
         pub reads_deferred: u64,
-        pub alerts: u64,
+        /// Alerts opened, by kind (the open ones are `State::alerts`).
+        pub alerts_raised: BTreeMap<AlertKind, u64>,
     }
 }
 
@@ -334,5 +339,8 @@ wire_struct! {
         /// broadcast (lost with the old owner, re-executed by the new one) can reach the journal
         /// after the transaction's webhook; the webhook is applied once the hash is recorded.
         pub webhooks_early: Vec<TxWebhook>,
+        /// The open alerts (see `alert`): derived from state, replicated with it.
+        pub alerts: BTreeMap<AlertKey, OpenAlert>,
+        pub alert_id_last: u64,
     }
 }

@@ -17,8 +17,9 @@
 //! trusted only at or above the block of its last sweep (`last_sweep_height`), so a balance can
 //! never count funds already swept.
 
+use crate::alert::{AlertKind, AlertSubject};
 use crate::command::*;
-use crate::effect::{Alert, AlertKind, CancelTx, CollectionEffect, EffectSink};
+use crate::effect::{CancelTx, CollectionEffect, EffectSink};
 use crate::nonce::NonceFate;
 use crate::plugin::CollectionPlugin;
 use crate::settings::Effective;
@@ -144,6 +145,7 @@ impl CollectionPlugin {
             awaiting: None,
             created_at_us: self.st.now_us,
             broadcast_at_us: None,
+            sent_last_at_us: None,
             finished_at_us: None,
             receipt: None,
             fail_reason: None,
@@ -214,18 +216,22 @@ impl CollectionPlugin {
     }
 
     /// A replacement's answer. Its nonce is already used (confirmed), so nothing is released.
+    /// A replacement that went out restarts the stale age (it may be mined any block now).
     fn on_bump_result(&mut self, r: &BroadcastResult, a: Awaiting, out: &mut EffectSink<'_>) {
+        let now = self.st.now_us;
         let Some(b) = self.st.batches.get_mut(&r.batch) else { return };
         b.awaiting = None;
         match r.outcome {
             BroadcastOutcome::Accepted => {
                 b.gas_price_wei = b.gas_price_wei.max(a.gas_price_wei);
+                b.sent_last_at_us = Some(now);
                 self.record_hash(r.batch, r.tx_hash);
             }
             // It may be out (a next bump must beat it), and "nonce too low" may mean one of our
             // hashes is mined: look now rather than at the next stale check.
             BroadcastOutcome::Ambiguous(_) => {
                 b.gas_price_wei = b.gas_price_wei.max(a.gas_price_wei);
+                b.sent_last_at_us = Some(now);
                 self.record_hash(r.batch, r.tx_hash);
                 self.emit_lookup(r.batch, AwaitKind::Lookup, out);
             }
@@ -252,6 +258,7 @@ impl CollectionPlugin {
         let Some(b) = self.st.batches.get_mut(&id) else { return };
         b.status = BatchStatus::Broadcasting;
         b.broadcast_at_us = Some(now);
+        b.sent_last_at_us = Some(now);
         b.awaiting = None;
         self.unlock_nonce(id, NonceFate::Used);
     }
@@ -259,7 +266,7 @@ impl CollectionPlugin {
     // ----- webhooks and receipts -----
 
     /// Applies kept webhooks whose hash is now recorded (see `State::webhooks_early`).
-    pub(crate) fn apply_early_webhooks(&mut self, out: &mut EffectSink<'_>) {
+    pub(crate) fn apply_early_webhooks(&mut self) {
         if self.st.webhooks_early.is_empty() {
             return;
         }
@@ -268,11 +275,11 @@ impl CollectionPlugin {
             .partition(|w| self.ix.tx_index.contains_key(&w.tx_hash));
         self.st.webhooks_early = kept;
         for w in &ready {
-            self.on_webhook(w, out);
+            self.on_webhook(w);
         }
     }
 
-    pub(crate) fn on_webhook(&mut self, w: &TxWebhook, out: &mut EffectSink<'_>) {
+    pub(crate) fn on_webhook(&mut self, w: &TxWebhook) {
         let Some(&id) = self.ix.tx_index.get(&w.tx_hash) else {
             self.st.counters.webhooks_foreign += 1;
             let early = &mut self.st.webhooks_early;
@@ -290,10 +297,10 @@ impl CollectionPlugin {
             // A given-up nonce used by our own (reverted) transaction: nothing moved.
             (BatchStatus::Failed, false) => self.settle_nonce(id),
             (BatchStatus::Confirmed, false) => {
-                self.alert(AlertKind::ConflictingReceipt, id, Some(w.tx_hash), out)
+                self.raise_event(AlertKind::ConflictingReceipt, id, Some(w.tx_hash))
             }
-            (_, true) => self.confirm_batch(id, w.receipt, w.tx_hash, out),
-            (_, false) => self.revert_batch(id, w.receipt, out),
+            (_, true) => self.confirm_batch(id, w.receipt, w.tx_hash),
+            (_, false) => self.revert_batch(id, w.receipt),
         }
     }
 
@@ -327,12 +334,12 @@ impl CollectionPlugin {
         }
         match mined {
             Some((hash, rc)) if rc.success => {
-                self.confirm_batch(r.batch, rc, hash, out);
+                self.confirm_batch(r.batch, rc, hash);
                 if kind == AwaitKind::Lookup {
-                    self.alert(AlertKind::MissedWebhook, r.batch, Some(hash), out);
+                    self.raise_event(AlertKind::MissedWebhook, r.batch, Some(hash));
                 }
             }
-            Some((_, rc)) => self.revert_batch(r.batch, rc, out),
+            Some((_, rc)) => self.revert_batch(r.batch, rc),
             // The nonce is mined, but by none of our hashes: ours can never be mined.
             None if !pending && r.nonce_mined > nonce => {
                 self.fail_batch(
@@ -340,7 +347,7 @@ impl CollectionPlugin {
                     FailReason::NonceConsumedElsewhere,
                     NonceFate::UsedUpTo(r.nonce_mined),
                 );
-                self.alert(AlertKind::NonceConsumedElsewhere, r.batch, None, out);
+                self.raise_event(AlertKind::NonceConsumedElsewhere, r.batch, None);
             }
             None => self.on_unresolved(r.batch, kind, pending, awaiting, out),
         }
@@ -364,33 +371,34 @@ impl CollectionPlugin {
                 let gas = awaiting.map_or(0, |a| a.gas_price_wei);
                 self.emit_broadcast(id, AwaitKind::Broadcast, gas, out);
             }
-            // No receipt long after broadcast. (A lookup after an ambiguous bump may come
-            // sooner: the threshold still decides.)
+            // No receipt long after the latest send. (A lookup after an ambiguous bump comes
+            // sooner: the threshold, from that bump, still decides.)
             (_, _, Some(BatchStatus::Broadcasting)) => {
                 let now = self.st.now_us;
                 let threshold_us = self.st.settings.stale_threshold_us();
-                let sent_us = self.st.batches.get(&id).and_then(|b| b.broadcast_at_us).unwrap_or(now);
+                let sent_us = self.st.batches.get(&id).and_then(|b| b.sent_last_at_us).unwrap_or(now);
                 if now.saturating_sub(sent_us) >= threshold_us {
-                    self.mark_stale(id, out);
+                    self.mark_stale(id);
                 }
             }
             _ => {}
         }
     }
 
-    fn mark_stale(&mut self, id: BatchId, out: &mut EffectSink<'_>) {
+    /// STALE: its relayer is paused and `stuck_tx` is open until it is CONFIRMED or FAILED.
+    fn mark_stale(&mut self, id: BatchId) {
         let Some(b) = self.st.batches.get_mut(&id) else { return };
         b.status = BatchStatus::Stale;
         if let Some(r) = b.relayer {
             self.ix.relayer_paused.entry(r).or_default().insert(id);
         }
-        self.alert(AlertKind::StuckTx, id, None, out);
+        self.raise(AlertKind::StuckTx, AlertSubject::Batch(id), None);
     }
 
     /// CONFIRMED: record the gas cost and collect exactly the rows the swept balance contained.
     /// Also from FAILED when a success shows up after all (the chain is the source of truth,
     /// and its funds are gone from the wallet: its rows must not stay QUEUED forever).
-    fn confirm_batch(&mut self, id: BatchId, receipt: Receipt, hash: TxHash, out: &mut EffectSink<'_>) {
+    fn confirm_batch(&mut self, id: BatchId, receipt: Receipt, hash: TxHash) {
         let now = self.st.now_us;
         let Some(b) = self.st.batches.get_mut(&id) else { return };
         let prev = b.status;
@@ -401,13 +409,14 @@ impl CollectionPlugin {
         b.awaiting = None;
         let (key, read_height) = (b.key, b.read_height);
         self.leave_open(id, prev, NonceFate::Used);
+        self.ix.swept.entry(key).or_default().insert((read_height, id));
         self.collect_rows(id, key, read_height);
         if let Some(g) = self.st.groups.get_mut(&key) {
             g.last_sweep_height = g.last_sweep_height.max(receipt.block_height);
         }
         if prev == BatchStatus::Failed {
             self.settle_nonce(id);
-            self.alert(AlertKind::LateSuccess, id, Some(hash), out);
+            self.raise_event(AlertKind::LateSuccess, id, Some(hash));
         }
     }
 
@@ -437,12 +446,12 @@ impl CollectionPlugin {
     }
 
     /// Mined with status 0: FAILED, rows stay QUEUED, the nonce is consumed (seed 9-1).
-    fn revert_batch(&mut self, id: BatchId, receipt: Receipt, out: &mut EffectSink<'_>) {
+    fn revert_batch(&mut self, id: BatchId, receipt: Receipt) {
         if let Some(b) = self.st.batches.get_mut(&id) {
             b.receipt = Some(receipt);
         }
         self.fail_batch(id, FailReason::Reverted, NonceFate::Used);
-        self.alert(AlertKind::Reverted, id, None, out);
+        self.raise_event(AlertKind::Reverted, id, None);
     }
 
     /// FAILED: rows stay QUEUED and are retried by the next run.
@@ -472,6 +481,9 @@ impl CollectionPlugin {
         if prev == BatchStatus::Stale {
             self.unpause(relayer, id);
         }
+        // The batch's conditions end with it.
+        self.close(AlertKind::StuckTx, AlertSubject::Batch(id));
+        self.close(AlertKind::PendingTooLong, AlertSubject::Batch(id));
         self.unlock_nonce(id, fate);
     }
 
@@ -558,7 +570,7 @@ impl CollectionPlugin {
     ) {
         match mined {
             // The operator was wrong: it was mined after all (CONFIRMED, alert).
-            Some((hash, rc)) if rc.success => self.confirm_batch(id, rc, hash, out),
+            Some((hash, rc)) if rc.success => self.confirm_batch(id, rc, hash),
             // Mined and reverted: no funds moved, the nonce is used.
             Some((_, rc)) => {
                 if let Some(b) = self.st.batches.get_mut(&id) {
@@ -571,22 +583,6 @@ impl CollectionPlugin {
             // Still open: cancel (again, higher).
             None => self.emit_cancel(id, out),
         }
-    }
-
-    pub(crate) fn alert(
-        &mut self,
-        kind: AlertKind,
-        id: BatchId,
-        hash: Option<TxHash>,
-        out: &mut EffectSink<'_>,
-    ) {
-        self.st.counters.alerts += 1;
-        if !out.has_room(1) {
-            return;
-        }
-        let relayer = self.st.batches.get(&id).and_then(|b| b.relayer);
-        let tx_hash = hash.or_else(|| self.st.batches.get(&id).and_then(|b| b.tx_hashes.last().copied()));
-        out.emit(&CollectionEffect::Alert(Alert { kind, batch: id, relayer, tx_hash }));
     }
 }
 

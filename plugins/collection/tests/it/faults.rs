@@ -4,8 +4,9 @@
 //! hourly run at START + 1 h reads balances at the safe height and broadcasts; the stale monitor
 //! (armed by the first tick) checks hourly for transactions broadcast more than 60 min ago.
 
+use rtgs_collection::alert::AlertKind;
 use rtgs_collection::chain_sim::{BroadcastFault, TxState, WebhookFault};
-use rtgs_collection::effect::{AlertKind, CollectionEffect};
+use rtgs_collection::effect::CollectionEffect;
 use rtgs_collection::settings::{HOUR_US, MINUTE_US};
 use rtgs_collection::state::*;
 use rtgs_collection::types::*;
@@ -13,7 +14,8 @@ use rtgs_collection::types::*;
 use crate::support::*;
 
 fn alerts(w: &World) -> Vec<AlertKind> {
-    w.d.adapter.alerts().iter().map(|(_, a)| a.kind).collect()
+    // Raised so far (the open ones may have closed since).
+    w.p().counters().alerts_raised.keys().copied().collect()
 }
 
 fn one_deposit_world(seed: u64) -> World {

@@ -4,6 +4,7 @@
 
 mod failover;
 mod faults;
+mod fixes;
 mod journal;
 mod perf;
 mod props;

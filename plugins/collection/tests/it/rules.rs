@@ -1,5 +1,6 @@
 //! One test per rule, driving the plugin directly with hand-made results.
 
+use rtgs_collection::alert::AlertKind;
 use rtgs_collection::command::*;
 use rtgs_collection::effect::*;
 use rtgs_collection::settings::{SettingKey, SettingScope, HOUR_US, MINUTE_US};
@@ -346,8 +347,8 @@ fn pending_broadcasting_confirmed_with_gas_cost_and_rows_collected() {
 fn a_reverted_sweep_fails_and_its_rows_stay_queued_for_the_next_run() {
     let mut fx = Fx::new();
     let b = fx.up_to_broadcasting(&[(1, 2 * USDT, 5)], 10, 2 * USDT);
-    let out = fx.webhook(hash_of(&sweep(&b)), false, 12);
-    assert_eq!(out.iter().filter_map(alert_kind).collect::<Vec<_>>(), vec![AlertKind::Reverted]);
+    let _ = fx.webhook(hash_of(&sweep(&b)), false, 12);
+    assert_eq!(open_kinds(&fx.p), vec![AlertKind::Reverted]);
     let batch = fx.batch(1);
     assert_eq!((batch.status, batch.fail_reason), (BatchStatus::Failed, Some(FailReason::Reverted)));
     assert_eq!(fx.row(1).status, RowStatus::Queued);
@@ -488,11 +489,8 @@ fn an_ambiguous_broadcast_resolved_by_the_chain() {
     let b = fx.up_to_broadcast(&[(1, 2 * USDT, 5)], 10, 2 * USDT);
     let check =
         only(&fx.broadcast_result(&b, BroadcastOutcome::Ambiguous(AmbiguousCode::NonceTooLow)), is_lookup);
-    let out = fx.receipts(&check, 3, &[ReceiptStatus::Unknown]);
-    assert_eq!(
-        out.iter().filter_map(alert_kind).collect::<Vec<_>>(),
-        vec![AlertKind::NonceConsumedElsewhere]
-    );
+    let _ = fx.receipts(&check, 3, &[ReceiptStatus::Unknown]);
+    assert_eq!(open_kinds(&fx.p), vec![AlertKind::NonceConsumedElsewhere]);
     assert_eq!(fx.batch(1).fail_reason, Some(FailReason::NonceConsumedElsewhere));
     assert_eq!(fx.row(1).status, RowStatus::Queued);
     assert_eq!(fx.p.relayer(RELAYER).map(|r| (r.next_nonce, r.lock)), Some((3, None)));
@@ -547,8 +545,8 @@ fn the_stale_monitor_waits_for_the_threshold_and_the_check_interval() {
 fn stale_check_success_confirms_and_alerts_a_missed_webhook() {
     let (mut fx, b) = stale_setup();
     let lookup = only(&fx.tick_at(START_US + 2 * HOUR_US), is_lookup);
-    let out = fx.receipts(&lookup, 1, &[ReceiptStatus::Mined(receipt(true, 11))]);
-    assert_eq!(out.iter().filter_map(alert_kind).collect::<Vec<_>>(), vec![AlertKind::MissedWebhook]);
+    let _ = fx.receipts(&lookup, 1, &[ReceiptStatus::Mined(receipt(true, 11))]);
+    assert_eq!(open_kinds(&fx.p), vec![AlertKind::MissedWebhook]);
     assert_eq!(fx.batch(1).status, BatchStatus::Confirmed);
     assert_eq!(fx.row(1).status, RowStatus::Collected(BatchId(1)));
     // The webhook, when it finally comes, is a duplicate.
@@ -569,8 +567,8 @@ fn stale_check_revert_fails_and_rows_stay_queued() {
 fn no_receipt_marks_stale_pauses_the_relayer_and_a_later_receipt_confirms() {
     let (mut fx, b) = stale_setup();
     let lookup = only(&fx.tick_at(START_US + 2 * HOUR_US), is_lookup);
-    let out = fx.receipts(&lookup, 0, &[ReceiptStatus::Pending]);
-    assert_eq!(out.iter().filter_map(alert_kind).collect::<Vec<_>>(), vec![AlertKind::StuckTx]);
+    let _ = fx.receipts(&lookup, 0, &[ReceiptStatus::Pending]);
+    assert_eq!(open_kinds(&fx.p), vec![AlertKind::StuckTx]);
     assert_eq!(fx.batch(1).status, BatchStatus::Stale);
     assert!(!fx.p.relayer_available(RELAYER));
     // A new batch for another wallet waits: no transaction for the paused relayer.
@@ -586,7 +584,7 @@ fn no_receipt_marks_stale_pauses_the_relayer_and_a_later_receipt_confirms() {
     assert_eq!(lr.hashes, vec![hash_of(&sweep(&b))]);
     let out = fx.receipts(&lookup, 1, &[ReceiptStatus::Mined(receipt(true, 40))]);
     assert_eq!(fx.batch(1).status, BatchStatus::Confirmed);
-    assert!(out.iter().any(|e| alert_kind(e) == Some(AlertKind::MissedWebhook)));
+    assert!(open_kinds(&fx.p).contains(&AlertKind::MissedWebhook));
     assert_eq!(sweep(&only(&out, is_broadcast)).batch, BatchId(2));
 }
 
@@ -642,8 +640,8 @@ fn a_given_up_nonce_mined_by_its_own_sweep_confirms_the_batch() {
     fx.receipts(&lookup, 0, &[ReceiptStatus::Pending]);
     fx.cmd(CollectionCommand::FailStale(FailStale { batch: BatchId(1) }));
     let out = fx.run_schedule();
-    let out = fx.receipts(&only(&out, is_lookup), 1, &[ReceiptStatus::Mined(receipt(true, 70))]);
-    assert_eq!(out.iter().filter_map(alert_kind).collect::<Vec<_>>(), vec![AlertKind::LateSuccess]);
+    let _ = fx.receipts(&only(&out, is_lookup), 1, &[ReceiptStatus::Mined(receipt(true, 70))]);
+    assert_eq!(open_kinds(&fx.p), vec![AlertKind::LateSuccess]);
     let batch = fx.batch(1);
     assert_eq!((batch.status, batch.nonce_unsettled), (BatchStatus::Confirmed, false));
     assert_eq!(fx.row(1).status, RowStatus::Collected(BatchId(1)));
@@ -667,8 +665,8 @@ fn a_gas_bump_adds_a_hash_and_lookups_cover_every_hash() {
     assert_eq!(batch.status, BatchStatus::Stale);
     // The next check asks for both; the replacement is the one mined.
     let lookup = only(&fx.tick_at(START_US + 3 * HOUR_US), is_lookup);
-    let out = fx.receipts(&lookup, 1, &[ReceiptStatus::Unknown, ReceiptStatus::Mined(receipt(true, 50))]);
-    assert!(out.iter().any(|e| alert_kind(e) == Some(AlertKind::MissedWebhook)));
+    let _ = fx.receipts(&lookup, 1, &[ReceiptStatus::Unknown, ReceiptStatus::Mined(receipt(true, 50))]);
+    assert!(open_kinds(&fx.p).contains(&AlertKind::MissedWebhook));
     assert_eq!(fx.batch(1).status, BatchStatus::Confirmed);
     assert_eq!(fx.p.batch_of_tx(&hash_of(&sweep(&replacement))), Some(BatchId(1)));
     // Bumps only for batches in flight.
@@ -703,8 +701,8 @@ fn a_late_webhook_of_a_given_up_batch_confirms_it_with_an_alert() {
     fx.cmd(CollectionCommand::FailStale(FailStale { batch: BatchId(1) }));
     // The operator was wrong: it was mined after all. Its funds left the wallet, so its
     // rows must not stay QUEUED forever.
-    let out = fx.webhook(hash_of(&sweep(&b)), true, 60);
-    assert_eq!(out.iter().filter_map(alert_kind).collect::<Vec<_>>(), vec![AlertKind::LateSuccess]);
+    let _ = fx.webhook(hash_of(&sweep(&b)), true, 60);
+    assert_eq!(open_kinds(&fx.p), vec![AlertKind::LateSuccess]);
     assert_eq!(fx.batch(1).status, BatchStatus::Confirmed);
     assert_eq!(fx.row(1).status, RowStatus::Collected(BatchId(1)));
     assert!(fx.p.relayer_available(RELAYER));
@@ -757,9 +755,11 @@ fn checkpoints_round_trip_and_bad_ones_are_refused() {
     let mut longer = buf.clone();
     longer.push(0);
     assert!(rtgs_collection::CollectionPlugin::decode(&longer).is_err());
-    let mut v2 = buf.clone();
-    v2[0] = 2;
-    assert!(rtgs_collection::CollectionPlugin::decode(&v2).is_err());
+    let mut other = buf.clone();
+    other[0] = rtgs_collection::checkpoint::CHECKPOINT_VERSION + 1;
+    assert!(rtgs_collection::CollectionPlugin::decode(&other).is_err());
+    other[0] = rtgs_collection::checkpoint::CHECKPOINT_VERSION - 1;
+    assert!(rtgs_collection::CollectionPlugin::decode(&other).is_err());
     // Every single-byte corruption is refused or decodes to a different, consistent state.
     for i in (1..buf.len()).step_by(7) {
         let mut bad = buf.clone();

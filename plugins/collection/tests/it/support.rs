@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+use rtgs_collection::alert::AlertKind;
 use rtgs_collection::chain_sim::{ChainConfig, ChainSim, Faults};
 use rtgs_collection::command::*;
 use rtgs_collection::driver::Driver;
@@ -257,11 +258,11 @@ pub fn is_lookup(e: &Fx1) -> bool {
 pub fn is_cancel(e: &Fx1) -> bool {
     matches!(e.effect, CollectionEffect::Cancel(_))
 }
-pub fn alert_kind(e: &Fx1) -> Option<AlertKind> {
-    match &e.effect {
-        CollectionEffect::Alert(a) => Some(a.kind),
-        _ => None,
-    }
+/// The kinds of the alerts open in the plugin's state, in the order they opened.
+pub fn open_kinds(p: &CollectionPlugin) -> Vec<AlertKind> {
+    let mut open: Vec<(u64, AlertKind)> = p.alerts_open().map(|a| (a.id, a.kind)).collect();
+    open.sort_unstable();
+    open.into_iter().map(|(_, k)| k).collect()
 }
 
 /// The one effect matching `pred` (and there must be exactly one).
