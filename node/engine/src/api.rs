@@ -78,8 +78,9 @@ pub fn credentials(path: &Path) -> Result<rtgs_api::config::Credentials, EngineE
         .and_then(|c| c.build())
         .map_err(|e| EngineError::Config(format!("invalid API config {}: {e}", path.display())))?;
     if !accounts.is_empty() {
-        eprintln!(
-            "api: {} accounts in {} are not set up by rtgs node (use the operator endpoints)",
+        tracing::warn!(
+            who = "api",
+            "{} accounts in {} are not set up by rtgs node (use the operator endpoints)",
             accounts.len(),
             path.display()
         );
@@ -154,7 +155,7 @@ pub async fn start(i: ApiInputs) -> Result<Vec<Task>, EngineError> {
         .await
         .map_err(|e| EngineError::io(format!("binding the API to {}", i.listen), e))?;
     let local = listener.local_addr().map_err(|e| EngineError::io("the API listener", e))?;
-    eprintln!("{}: API listening on http://{local}", i.name);
+    tracing::info!(center = %i.name, "API listening on http://{local}");
     let notices = notice_task(i.name.clone(), i.center, &i.broker, events_tx)?;
     let producer = i.broker.producer(&format!("{}-api", i.name))?;
     let submit = submit_task(i.name, i.center, i.broker, producer, submit_rx);
@@ -216,7 +217,7 @@ fn notice_task(
             for (offset, payload) in batch {
                 notices.clear();
                 if wire::decode_notices(&payload, &mut notices).is_none() {
-                    eprintln!("{who}: notice message at offset {offset} does not decode; ignored");
+                    tracing::warn!(who = %who, "notice message at offset {offset} does not decode; ignored");
                     continue;
                 }
                 for n in &notices {

@@ -84,7 +84,7 @@ pub async fn recv_batch<C: ConsumerContext + 'static>(
         Ok(Ok(m)) => batch.push((m.offset(), m.payload().unwrap_or(&[]).to_vec())),
         Ok(Err(e)) => {
             crate::broker_loss::note_error(&e);
-            eprintln!("{who}: {e}");
+            tracing::warn!(who = %who, "{e}");
             tokio::time::sleep(CONSUMER_ERROR_PAUSE).await;
             return batch;
         }
@@ -115,7 +115,7 @@ pub async fn publish(producer: &FutureProducer, topic: &str, key: Option<&[u8]>,
         match producer.send(record, PUBLISH_TIMEOUT).await {
             Ok(_) => return,
             Err((e, _)) => {
-                eprintln!("{who}: publishing to {topic}: {e}; again");
+                tracing::warn!(who = %who, "publishing to {topic}: {e}; again");
                 tokio::time::sleep(PUBLISH_RETRY_PAUSE).await;
             }
         }

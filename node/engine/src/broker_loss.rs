@@ -65,8 +65,9 @@ pub async fn watch(name: String) -> Result<(), EngineError> {
 /// [`RESTARTED_ENV`]). Returns only the error of a failed `exec`.
 pub fn restart(name: &str) -> EngineError {
     use std::os::unix::process::CommandExt;
-    eprintln!(
-        "{name}: every broker connection is down: restarting this node (crash-only; a fresh process \
+    tracing::warn!(
+        center = %name,
+        "every broker connection is down: restarting this node (crash-only; a fresh process \
          keeps no client that knew the broker's topics) — it waits for the broker"
     );
     let exe = match std::env::current_exe() {
@@ -121,8 +122,10 @@ pub async fn check(
             retry.get("broker position", || center.broker_position()).await?;
         if own < generation {
             retry.get("adopt the broker generation", || center.adopt_broker_generation(generation)).await?;
-            eprintln!(
-                "{name}: the journal was rebuilt (broker generation {generation}): reading the new topics from \
+            tracing::info!(
+                center = %name,
+                generation,
+                "the journal was rebuilt (broker generation {generation}): reading the new topics from \
                  their start"
             );
             *crate::status::lock(&status.broker_lost) = None;
@@ -152,8 +155,10 @@ pub async fn check(
         }
         if last_line.is_none_or(|t| t.elapsed() >= BROKER_LOST_LINE_EVERY) {
             last_line = Some(Instant::now());
-            eprintln!(
-                "{name}: HALTED: the broker lost data ({why}; broker generation {generation}). Nothing is read, \
+            tracing::error!(
+                center = %name,
+                generation,
+                "HALTED: the broker lost data ({why}; broker generation {generation}). Nothing is read, \
                  sequenced or finalized. Run `rtgs rebuild-journal` (it publishes the outbox again); this node \
                  then goes on by itself."
             );

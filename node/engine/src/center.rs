@@ -106,9 +106,10 @@ pub async fn start(i: CenterInputs) -> Result<Started, EngineError> {
     let store = Arc::new(i.store);
     let stored = i.retry.get("load center state", || store.load()).await?;
     let seq_applied = stored.ledger.seq_applied();
-    eprintln!(
-        "{}: center resumes after seq {seq_applied} (journal offset {}), finality from seq {} (ack offset {})",
-        i.name, stored.journal_offset, stored.seq_unfinal_first, stored.ack_offset
+    tracing::info!(
+        center = %i.name,
+        seq = seq_applied,
+        "center resumes after seq {seq_applied} (journal offset {}), finality from seq {} (ack offset {})", stored.journal_offset, stored.seq_unfinal_first, stored.ack_offset
     );
     let mut plugins = i.plugins;
     let host = match plugins.as_mut() {
@@ -123,7 +124,7 @@ pub async fn start(i: CenterInputs) -> Result<Started, EngineError> {
         .map(|(a, _, bmi)| Awaiting { seq: a.seq, bmi, outcome: a.outcome, submitted_at_us: 0 })
         .collect();
     if !awaiting.is_empty() {
-        eprintln!("{}: {} notices owed from before the restart", i.name, awaiting.len());
+        tracing::info!(center = %i.name, "{} notices owed from before the restart", awaiting.len());
     }
     let ledger = stored.ledger.clone();
     let (journal_next, ack_next) = (stored.journal_next(), stored.ack_next());
@@ -152,7 +153,9 @@ pub async fn start(i: CenterInputs) -> Result<Started, EngineError> {
     match journal_end {
         // The plugins go live once the center has read the journal as far as it went now.
         Ok(end) => center.handle_journal_end(end, i.clock.now_us()),
-        Err(e) => eprintln!("{}: journal end unknown ({e}): plugins go live when it is quiet", i.name),
+        Err(e) => {
+            tracing::warn!(center = %i.name, "journal end unknown ({e}): plugins go live when it is quiet")
+        }
     }
     let (journal_tx, journal_rx) = mpsc::channel(JOURNAL_QUEUE_BATCHES);
     let (acks_tx, acks_rx) = mpsc::channel(ACK_QUEUE_BATCHES);
@@ -382,11 +385,10 @@ impl Driver {
             outgoing.push(Outgoing::Acks(std::mem::take(&mut self.out.acks)));
         }
         if let Some(from) = self.out.reack_from.take() {
-            eprintln!(
-                "{}: publishing this center's acks from seq {from} again (finality stands there with it \
-                 committed here, or this center restarted)",
-                self.name
-            );
+            tracing::warn!(
+                center = %self.name,
+                "publishing this center's acks from seq {from} again (finality stands there with it \
+                 committed here, or this center restarted)");
             outgoing.push(Outgoing::Reack(from));
         }
         if !self.out.notices.is_empty() {
@@ -407,7 +409,7 @@ impl Driver {
             router.route(effects).await?;
         }
         for alarm in self.out.alarms.drain(..) {
-            eprintln!("{}: ALARM: {alarm}", self.name);
+            tracing::error!(center = %self.name, "ALARM: {alarm}");
         }
         self.out.checkpoint_due = false; // commits are whole durable states: no checkpoints
         for pull in std::mem::take(&mut self.out.pulls) {
@@ -462,9 +464,10 @@ impl Driver {
         let next = self.center.seq_next();
         let useful = entries.iter().filter(|e| e.seq >= next).count() as u64;
         self.local.gap_entries_pulled += useful;
-        eprintln!(
-            "{}: {:?}: seqs {}..={} pulled from the outbox ({useful} entries)",
-            self.name, pull.why, pull.from, pull.to
+        tracing::info!(
+            center = %self.name,
+            seq = pull.from,
+            "{:?}: seqs {}..={} pulled from the outbox ({useful} entries)", pull.why, pull.from, pull.to
         );
         self.center.handle_entries(entries.into_iter().map(|e| (e, 0)), None, self.clock.now_us());
         Ok(())
@@ -476,10 +479,9 @@ impl Driver {
         let halted = c.finalizer().is_halted();
         if halted && !self.halted_reported {
             self.halted_reported = true;
-            eprintln!(
-                "{}: FINALITY HALTED (divergence): nothing more is final until an operator intervenes",
-                self.name
-            );
+            tracing::error!(
+                center = %self.name,
+                "FINALITY HALTED (divergence): nothing more is final until an operator intervenes");
         }
         self.local.seq_applied = c.seq_applied();
         self.local.seq_unfinal_first = c.seq_unfinal_first();

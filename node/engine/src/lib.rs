@@ -43,6 +43,7 @@ pub mod clock;
 pub mod error;
 pub mod frames;
 pub mod limits;
+pub mod log;
 pub mod metrics;
 pub mod pg;
 pub mod plugins;
@@ -97,6 +98,8 @@ pub struct NodeConfig {
     pub status_file: Option<PathBuf>,
     /// Seconds between status lines on stderr (0: none).
     pub status_interval_s: u64,
+    /// The log on stderr: the human line (default) or JSON lines (`log`).
+    pub log_format: log::LogFormat,
     pub faults: Faults,
     /// `Tick`s also when idle (off only in drills comparing quiescent databases).
     pub idle_tick: bool,
@@ -156,6 +159,7 @@ pub enum Stopped {
 /// Runs the node until a signal stops it (`Ok`) or a task fails or ends (`Err`).
 pub fn run(config: NodeConfig) -> Result<Stopped, EngineError> {
     config.validate()?;
+    log::init(config.log_format);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(WORKER_THREADS)
         .enable_all()
@@ -180,7 +184,7 @@ async fn serve(config: NodeConfig) -> Result<Stopped, EngineError> {
         Some(Ok(())) => wait(&name, &mut tasks).await,
         Some(Err(e)) => Err(e),
         None => {
-            eprintln!("{name}: stopping (signal, while starting)");
+            tracing::info!(center = %name, "stopping (signal, while starting)");
             Ok(Stopped::Signal)
         }
     };
@@ -203,8 +207,9 @@ async fn start(
 ) -> Result<(), EngineError> {
     let name = config.name();
     let broker = broker::Broker::new(&config.bootstrap, &config.topic_prefix);
-    eprintln!(
-        "{name}: starting (center {} of {}, journal {}, database {}, sequencer database {}, broker {})",
+    tracing::info!(
+        center = %name,
+        "starting (center {} of {}, journal {}, database {}, sequencer database {}, broker {})",
         config.center.0,
         config.center_count,
         broker.topics.journal,
@@ -229,7 +234,7 @@ async fn start(
             Ok(()) => break,
             // Restarted because the broker went away: wait for it as long as it takes.
             Err(e) if broker_loss::restarted() => {
-                eprintln!("{name}: waiting for the broker at {}: {e}", config.bootstrap);
+                tracing::warn!(center = %name, "waiting for the broker at {}: {e}", config.bootstrap);
                 tokio::time::sleep(BROKER_WAIT_PAUSE).await;
             }
             Err(e) => {
@@ -322,7 +327,7 @@ async fn start(
         Ok(())
     });
     tasks.spawn(broker_loss::watch(name.clone()));
-    eprintln!("{name}: running");
+    tracing::info!(center = %name, "running");
     Ok(())
 }
 
@@ -333,7 +338,7 @@ async fn wait(
 ) -> Result<Stopped, EngineError> {
     tokio::select! {
         () = shutdown_signal() => {
-            eprintln!("{name}: stopping (signal)");
+            tracing::info!(center = %name, "stopping (signal)");
             Ok(Stopped::Signal)
         }
         Some(done) = tasks.join_next() => match done {

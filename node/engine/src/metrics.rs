@@ -490,7 +490,7 @@ pub async fn serve(
     use axum::response::IntoResponse;
     let addr = listener.local_addr().map_err(|e| EngineError::io("the metrics listener", e))?;
     let _ = status.metrics_listen.set(addr);
-    eprintln!("{}: metrics on http://{addr}/metrics, status on http://{addr}/status", status.name);
+    tracing::info!(center = %status.name, "metrics on http://{addr}/metrics, status on http://{addr}/status");
     type Shared = (Arc<Metrics>, Arc<Status>);
     async fn get(
         State((m, s)): State<Shared>,

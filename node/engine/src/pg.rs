@@ -97,7 +97,7 @@ impl PgRetry {
             match op().await {
                 Err(e) if is_unavailable(&e) => {
                     if !waited {
-                        eprintln!("{}: {what}: {e}; retrying until PostgreSQL answers", self.who);
+                        tracing::warn!(who = %self.who, "{what}: {e}; retrying until PostgreSQL answers");
                         waited = true;
                     }
                     self.retries.fetch_add(1, Ordering::Relaxed);
@@ -105,7 +105,7 @@ impl PgRetry {
                 }
                 other => {
                     if waited && other.is_ok() {
-                        eprintln!("{}: {what}: PostgreSQL answers again", self.who);
+                        tracing::warn!(who = %self.who, "{what}: PostgreSQL answers again");
                     }
                     return other;
                 }
@@ -141,7 +141,7 @@ impl PgRetry {
             match write().await {
                 Ok(()) => return Ok(true),
                 Err(e) if is_unavailable(&e) => {
-                    eprintln!("{}: {what}: {e}; reading back whether it happened, then again", self.who);
+                    tracing::warn!(who = %self.who, "{what}: {e}; reading back whether it happened, then again");
                     self.retries.fetch_add(1, Ordering::Relaxed);
                     tokio::time::sleep(PG_RETRY_PAUSE).await;
                     if self.call(what, &mut done).await? {
@@ -167,7 +167,7 @@ pub async fn prepare_database(
         match prepare_once(server, db, schema).await {
             Ok(()) => return Ok(()),
             Err(e) if Instant::now() < deadline && (is_unavailable(&e) || is_concurrent_create(&e)) => {
-                eprintln!("database {db}: {e}; retrying");
+                tracing::warn!("database {db}: {e}; retrying");
                 tokio::time::sleep(PG_RETRY_PAUSE * 2).await;
             }
             Err(e) if is_unavailable(&e) || is_concurrent_create(&e) => {

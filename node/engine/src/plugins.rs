@@ -180,8 +180,9 @@ impl Router {
             }
             _ => {}
         }
-        eprintln!(
-            "{name}: plugins {:?} resume at seq {seq_applied} ({})",
+        tracing::info!(
+            center = %name,
+            "plugins {:?} resume at seq {seq_applied} ({})",
             host.kinds().collect::<Vec<_>>(),
             if stored.is_some() { "stored state" } else { "fresh" }
         );
@@ -232,7 +233,7 @@ impl Router {
     pub fn observe(&mut self, host: &PluginHost) {
         let mut view = lock(&self.status.host);
         if host.is_live() && !view.live {
-            eprintln!("{}: plugins live (caught up with the journal)", self.name);
+            tracing::info!(center = %self.name, "plugins live (caught up with the journal)");
         }
         view.live = host.is_live();
         for route in &mut self.routes {

@@ -143,8 +143,9 @@ async fn keep_lease(name: String, store: SequencerStore, lease: Arc<Lease>) {
             Ok(true) => {
                 lease.renewed();
                 if let Some(since) = unreachable_since.take() {
-                    eprintln!(
-                        "{name}: sequencer: lease renewed again after {:.1} s",
+                    tracing::info!(
+                        center = %name,
+                        "sequencer: lease renewed again after {:.1} s",
                         since.elapsed().as_secs_f64()
                     );
                 }
@@ -154,7 +155,7 @@ async fn keep_lease(name: String, store: SequencerStore, lease: Arc<Lease>) {
             }
             Err(e) => {
                 if unreachable_since.is_none() {
-                    eprintln!("{name}: sequencer: cannot renew the lease: {e}; again");
+                    tracing::warn!(center = %name, "sequencer: cannot renew the lease: {e}; again");
                     unreachable_since = Some(Instant::now());
                 }
             }
@@ -203,7 +204,7 @@ pub async fn run(i: SequencerInputs) -> Result<(), EngineError> {
             continue;
         };
         if s.lease.is_fenced(l.epoch) {
-            eprintln!("{}: sequencer: fenced by a newer leader (lease); stepping down", s.i.name);
+            tracing::warn!(center = %s.i.name, "sequencer: fenced by a newer leader (lease); stepping down");
             leader = s.step_down();
             continue;
         }
@@ -212,10 +213,11 @@ pub async fn run(i: SequencerInputs) -> Result<(), EngineError> {
         match s.lead(l, &batch).await {
             Ok(()) => {}
             Err(LeadError::Fenced { epoch, seq_first }) => {
-                eprintln!(
-                    "{}: sequencer: fenced by a newer leader (epoch {epoch} at seq {seq_first}); stepping down",
-                    s.i.name
-                );
+                tracing::warn!(
+                    center = %s.i.name,
+                    epoch,
+                    seq = seq_first,
+                    "sequencer: fenced by a newer leader (epoch {epoch} at seq {seq_first}); stepping down");
                 leader = s.step_down();
             }
             Err(LeadError::Stop(e)) => return Err(e),
@@ -236,7 +238,7 @@ impl Instance {
     fn step_down(&self) -> Option<Leader> {
         self.lease.epoch.store(0, Ordering::Release);
         if let Err(e) = self.consumer.unassign() {
-            eprintln!("{}: sequencer: cannot unassign the inbound topic: {e}", self.i.name);
+            tracing::warn!(center = %self.i.name, "sequencer: cannot unassign the inbound topic: {e}");
         }
         self.i.stats.leader.store(false, Ordering::Relaxed);
         None
@@ -278,9 +280,9 @@ impl Instance {
         if t.bmi_through < t.last_seq {
             let (epoch, from, to) = (t.epoch, t.bmi_through, t.last_seq);
             let added = i.retry.get("bmi backfill", || store.backfill_bmis(epoch, from, to)).await?;
-            eprintln!(
-                "{}: sequencer: indexed {added} bmis of seqs {}..={to} recorded before sequenced_bmi existed",
-                i.name,
+            tracing::info!(
+                center = %i.name,
+                "sequencer: indexed {added} bmis of seqs {}..={to} recorded before sequenced_bmi existed",
                 from + 1
             );
         }
@@ -297,9 +299,11 @@ impl Instance {
         i.stats.seq_sequenced.store(t.last_seq, Ordering::Relaxed);
         i.stats.takeovers.fetch_add(1, Ordering::Relaxed);
         i.stats.leader.store(true, Ordering::Relaxed);
-        eprintln!(
-            "{}: sequencer: LEADER at epoch {} from seq {} (inbound offset {}, {} batches republished, {:.0} ms)",
-            i.name,
+        tracing::info!(
+            center = %i.name,
+            epoch = t.epoch,
+            seq = t.last_seq + 1,
+            "sequencer: LEADER at epoch {} from seq {} (inbound offset {}, {} batches republished, {:.0} ms)",
             t.epoch,
             t.last_seq + 1,
             t.inbound_offset,
@@ -336,10 +340,10 @@ impl Instance {
             match self.send(seq_first, frames).await {
                 Ok(Ok(_)) => return,
                 Ok(Err((e, _))) => {
-                    eprintln!("{}: sequencer: publish of seq {seq_first}: {e}; again", self.i.name)
+                    tracing::warn!(center = %self.i.name, "sequencer: publish of seq {seq_first}: {e}; again")
                 }
                 Err(_) => {
-                    eprintln!("{}: sequencer: publish of seq {seq_first} cancelled; again", self.i.name)
+                    tracing::warn!(center = %self.i.name, "sequencer: publish of seq {seq_first} cancelled; again")
                 }
             }
             tokio::time::sleep(PUBLISH_RETRY_PAUSE).await;
@@ -366,10 +370,9 @@ impl Instance {
             if codec::decode_commands_frames(payload, &mut commands).is_err() {
                 // Input error: the message is dropped whole, counted and reported.
                 self.i.stats.malformed_inbound.fetch_add(1, Ordering::Relaxed);
-                eprintln!(
-                    "{}: sequencer: inbound offset {offset} is not a commands frame; dropped",
-                    self.i.name
-                );
+                tracing::warn!(
+                    center = %self.i.name,
+                    "sequencer: inbound offset {offset} is not a commands frame; dropped");
             }
         }
         // One group of commands per outbox row; only the last group records the offset of the
@@ -512,7 +515,7 @@ impl Instance {
         tpl.add_partition_offset(&self.i.broker.topics.inbound, 0, Offset::Offset(offset))
             .and_then(|()| self.consumer.assign(&tpl))
             .map_err(|e| EngineError::kafka("assigning the inbound topic", e))?;
-        eprintln!("{}: sequencer: inbound resumes at offset {offset}", self.i.name);
+        tracing::info!(center = %self.i.name, "sequencer: inbound resumes at offset {offset}");
         Ok(())
     }
 
@@ -523,8 +526,10 @@ impl Instance {
             self.consumer.seek(topic, 0, Offset::Offset(offset), Duration::from_secs(5))
         });
         match result {
-            Ok(()) => eprintln!("{}: sequencer: inbound resumes at offset {offset}", self.i.name),
-            Err(e) => eprintln!("{}: sequencer: cannot seek the inbound topic to {offset}: {e}", self.i.name),
+            Ok(()) => tracing::info!(center = %self.i.name, "sequencer: inbound resumes at offset {offset}"),
+            Err(e) => {
+                tracing::warn!(center = %self.i.name, "sequencer: cannot seek the inbound topic to {offset}: {e}")
+            }
         }
     }
 
@@ -585,9 +590,9 @@ impl Instance {
             let Some(front) = l.in_flight.pop_front() else { break };
             if !matches!(result, Ok(Ok(_))) {
                 // Not confirmed: publish again (centers reorder by seq and drop repeats).
-                eprintln!(
-                    "{}: sequencer: journal publish of seq {} failed; again",
-                    self.i.name, front.seq_first
+                tracing::warn!(
+                    center = %self.i.name,
+                    "sequencer: journal publish of seq {} failed; again", front.seq_first
                 );
                 self.publish_confirmed(front.seq_first, &front.frames).await;
             }

@@ -227,18 +227,18 @@ impl Status {
             }
             if line_every.is_some_and(|every| last_line.elapsed() >= every) {
                 last_line = Instant::now();
-                eprintln!("{}", self.line());
+                tracing::info!(center = %self.name, "{}", self.line_fields());
             }
         }
     }
 
-    fn line(&self) -> String {
+    /// The status line without the center's name (the log's `center` field carries it).
+    fn line_fields(&self) -> String {
         let s = self.json();
         let v = |k: &str| s[k].to_string();
         format!(
-            "{}: leader={} epoch={} sequenced={} applied={} committed={} final<{} finalized={} gap_pulls={} \
+            "leader={} epoch={} sequenced={} applied={} committed={} final<{} finalized={} gap_pulls={} \
              notices={} pg_retries={}{}",
-            self.name,
             v("leader"),
             v("epoch"),
             v("seq_sequenced"),

@@ -52,6 +52,10 @@ pub struct NodeArgs {
     /// if the broker lost it; finality must recover by publishing acks again). 0: off.
     #[arg(long, env = "RTGS_FAULT_DROP_ACKS_ONE_IN", default_value_t = 0, hide = true)]
     pub fault_drop_acks_one_in: u64,
+    /// The log on stderr: `human` (the line an operator reads, default) or `json` (one object per
+    /// line with every field — center, seq, epoch, bmi — for a log shipper).
+    #[arg(long, env = "RTGS_LOG_FORMAT", default_value = "human")]
+    pub log_format: rtgs_engine::log::LogFormat,
     /// Fault injection for drills: this center acks seq N with a state hash other than the one it
     /// computed, as a diverged center would (finality must halt everywhere). 0: off.
     #[arg(long, env = "RTGS_FAULT_DIVERGE_AT_SEQ", default_value_t = 0, hide = true)]
@@ -128,6 +132,7 @@ impl NodeArgs {
             owner_silence: Duration::from_secs(p.owner_silence_s.max(1)),
             api: self.api.api_config.map(|config| ApiConfig { config, listen: self.api.api_listen }),
             metrics_listen: self.metrics_listen,
+            log_format: self.log_format,
         })
     }
 }

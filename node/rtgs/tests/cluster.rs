@@ -20,6 +20,8 @@ use std::time::{Duration, Instant};
 fn a_normal_run_of_50000_transfers_reconciles() {
     let _one = lock();
     let mut c = Cluster::new("a");
+    // DC2 logs JSON lines (a log shipper's format); the others the human line.
+    c.extra_env[1].push(("RTGS_LOG_FORMAT".into(), "json".into()));
     c.start_all();
     let report = c.load_finish(c.load_spawn("A", &["--transfers", "50000", "--accounts", "1000"]));
     assert_eq!(report["ok"], true);
@@ -34,6 +36,18 @@ fn a_normal_run_of_50000_transfers_reconciles() {
     let s = c.statuses();
     assert_eq!(s.iter().flatten().filter(|s| s["leader"] == true).count(), 1, "exactly one leader: {s:?}");
     assert_eq!(c.epoch_max(), 1, "a false takeover under full load (the lease was taken from a live leader)");
+    let json = std::fs::read_to_string(c.dir.join("dc2.log")).unwrap_or_default();
+    let lines: Vec<serde_json::Value> = json
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}")))
+        .collect();
+    assert!(lines.iter().all(|l| l["level"].is_string() && l["message"].is_string()), "{json}");
+    assert!(
+        lines.iter().any(|l| l["center"] == "DC2" && l["message"] == "running"),
+        "DC2's JSON log has no `running` event with its center: {json}"
+    );
+    let human = std::fs::read_to_string(c.dir.join("dc1.log")).unwrap_or_default();
+    assert!(human.lines().any(|l| l == "DC1: running"), "DC1's human log: {human}");
 }
 
 #[test]

@@ -108,7 +108,7 @@ impl Publisher {
     /// Commands for the sequencer (owner proposals), origin this center.
     async fn commands(&mut self, commands: &[Command]) {
         for c in commands {
-            eprintln!("{}: proposing {:?} ({})", self.name, c.payload, c.bmi);
+            tracing::info!(center = %self.name, bmi = %c.bmi, "proposing {:?} ({})", c.payload, c.bmi);
         }
         submit(&self.producer, &self.broker, self.center, commands, &self.name).await;
     }
