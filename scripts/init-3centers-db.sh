@@ -6,10 +6,16 @@
 #
 #   PGHOST/PGPORT/PGUSER/PGPASSWORD   default 127.0.0.1 / 5432 / postgres / postgres
 #   RTGS_CENTER_COUNT                 default 3
+#   RTGS_SEQ_DB, RTGS_DB_PREFIX       default rtgs_seq and rtgs_dc (databases rtgs_dc1..)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PGOPTIONS="${PGOPTIONS:--c client_min_messages=warning}" PGHOST=${PGHOST:-127.0.0.1} PGPORT=${PGPORT:-5432} PGUSER=${PGUSER:-postgres} PGPASSWORD=${PGPASSWORD:-postgres}
 CENTERS=${RTGS_CENTER_COUNT:-3}
+SEQ_DB=${RTGS_SEQ_DB:-rtgs_seq}
+DB_PREFIX=${RTGS_DB_PREFIX:-rtgs_dc}
+for db in "$SEQ_DB" "$DB_PREFIX"; do
+  [[ $db =~ ^[a-z0-9_]+$ ]] || die "database name $db: only [a-z0-9_]"
+done
 
 die() { echo "init-3centers-db: error: $*" >&2; exit 1; }
 psql_q() { psql -X -v ON_ERROR_STOP=1 -qAt "$@"; }
@@ -35,8 +41,8 @@ migrate() { # database directory
   done
 }
 
-migrate rtgs_seq migrations/sequencer
+migrate "$SEQ_DB" migrations/sequencer
 for ((c = 1; c <= CENTERS; c++)); do
-  migrate "rtgs_dc$c" migrations/center
+  migrate "$DB_PREFIX$c" migrations/center
 done
-echo "init-3centers-db: rtgs_seq and rtgs_dc1..rtgs_dc$CENTERS are at the latest schema" >&2
+echo "init-3centers-db: $SEQ_DB and ${DB_PREFIX}1..$DB_PREFIX$CENTERS are at the latest schema" >&2

@@ -614,3 +614,62 @@ fn get(addr: &str, path: &str) -> String {
     let _ = stream.read_to_string(&mut response);
     response.split_once("\r\n\r\n").map(|(_, body)| body.to_string()).unwrap_or_default()
 }
+
+/// The README's three terminals as written: `init-3centers-db.sh` prepares the databases (twice:
+/// it is safe to run again), `run-dc1.sh` .. `run-dc3.sh` start the nodes, a load reconciles, a
+/// `kill -9` of a node started that way is survived; then `infra-down.sh` stops the servers and
+/// `infra-up.sh` starts them again.
+#[test]
+fn p_the_three_terminal_scripts_run_a_cluster_as_the_readme_says() {
+    let _one = lock();
+    let mut c = Cluster::new("p");
+    c.via_scripts = true;
+    let scripts = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts");
+    for _ in 0..2 {
+        let out = Command::new("bash")
+            .arg(scripts.join("init-3centers-db.sh"))
+            .env("RTGS_SEQ_DB", format!("{}_seq", c.prefix))
+            .env("RTGS_DB_PREFIX", format!("{}_dc", c.prefix))
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run init-3centers-db.sh: {e}"));
+        assert!(out.status.success(), "init-3centers-db.sh: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let files =
+        std::fs::read_dir(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../migrations/center"))
+            .map(|d| d.count())
+            .unwrap_or(0) as i64;
+    for center in 1..=3 {
+        let rows = c.sql(center, "SELECT count(*) FROM schema_migrations", &[]);
+        let applied: i64 = rows.first().map_or(0, |r| r.get(0));
+        assert_eq!(applied, files, "DC{center}'s database is at the latest schema, each migration once");
+    }
+    c.start_all();
+    let victim = if c.leader() == 3 { 2 } else { 3 };
+    let load = c.load_spawn("P", &["--transfers", "30000", "--accounts", "1000", "--rate", "10000"]);
+    c.wait("transfers flowing", 60, |s| s.iter().flatten().any(|s| u(&s["seq_committed"]) > 3_000));
+    c.kill9(victim);
+    c.start(victim);
+    let report = c.load_finish(load);
+    assert_eq!(report["ok"], true);
+    c.wait_converged(120);
+    c.reconcile();
+    c.assert_exactly_once_and_final("P", 30_000);
+    for n in 1..=3 {
+        c.kill9(n);
+    }
+    let down =
+        Command::new("bash").arg(scripts.join("infra-down.sh")).output().unwrap_or_else(|e| panic!("{e}"));
+    assert!(down.status.success(), "infra-down.sh: {}", String::from_utf8_lossy(&down.stderr));
+    assert!(
+        std::net::TcpStream::connect("127.0.0.1:9092").is_err(),
+        "the broker still listens after infra-down.sh"
+    );
+    let up = Command::new("bash")
+        .arg(scripts.join("infra-up.sh"))
+        .arg("all")
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(up.status.success(), "infra-up.sh: {}", String::from_utf8_lossy(&up.stderr));
+    assert!(std::net::TcpStream::connect("127.0.0.1:9092").is_ok(), "no broker after infra-up.sh");
+    assert!(std::net::TcpStream::connect("127.0.0.1:5432").is_ok(), "no PostgreSQL after infra-up.sh");
+}

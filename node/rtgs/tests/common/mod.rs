@@ -28,6 +28,9 @@ pub struct Cluster {
     pub extra_env: Vec<Vec<(String, String)>>,
     /// The broker the nodes and `rtgs load` use (`RTGS_BOOTSTRAP`).
     pub bootstrap: String,
+    /// Start the nodes through `scripts/run-dcN.sh` (the README's three terminals) with this
+    /// binary as `RTGS_BIN`, instead of the binary directly.
+    pub via_scripts: bool,
     /// Load generators started (killed on drop if a drill fails before they finish).
     loads: std::cell::RefCell<Vec<u32>>,
 }
@@ -48,6 +51,7 @@ impl Cluster {
             nodes: (0..3).map(|_| None).collect(),
             extra_env: vec![Vec::new(); 3],
             bootstrap: "127.0.0.1:9092".into(),
+            via_scripts: false,
             loads: Default::default(),
         }
     }
@@ -59,9 +63,18 @@ impl Cluster {
             .open(self.dir.join(format!("dc{center}.log")))
             .unwrap_or_else(|e| panic!("{e}"));
         let _ = std::fs::remove_file(self.status_path(center));
-        let mut cmd = Command::new(BIN);
-        cmd.arg("node")
-            .env("CENTER_ID", center.to_string())
+        let mut cmd = if self.via_scripts {
+            let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join(format!("../../scripts/run-dc{center}.sh"));
+            let mut cmd = Command::new("bash");
+            cmd.arg(script).env("RTGS_BIN", BIN);
+            cmd
+        } else {
+            let mut cmd = Command::new(BIN);
+            cmd.arg("node");
+            cmd
+        };
+        cmd.env("CENTER_ID", center.to_string())
             .env("CENTER_COUNT", "3")
             .env("PORT_OFFSET", (center - 1).to_string())
             .env("RTGS_DB", format!("{}_dc{center}", self.prefix))
