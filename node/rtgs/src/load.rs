@@ -27,8 +27,8 @@ use rtgs_kafka::wire::{self, NoticeStatus};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 #[derive(Args, Debug)]
@@ -186,28 +186,24 @@ async fn load(args: &LoadArgs) -> anyhow::Result<Report> {
         setup_finals: AtomicU64::new(0),
         repeated: AtomicU64::new(0),
     });
-    let producer = rtgs_kafka::clients::producer(&args.bootstrap, &format!("load-{run_id}"))?;
-    let consumer: StreamConsumer = rtgs_kafka::clients::consumer(
-        &args.bootstrap,
-        &format!("{}.load-{run_id}", args.topic_prefix),
-        &format!("load-{run_id}"),
-        rdkafka::consumer::DefaultConsumerContext,
-    )?;
-    // Start reading notices where the topic ends now: this run's notices all come later.
-    let (_, high) =
-        consumer.fetch_watermarks(&topics.notify, 0, Duration::from_secs(20)).with_context(|| {
-            format!("cannot read topic {} on {} (is the cluster up?)", topics.notify, args.bootstrap)
-        })?;
-    let mut tpl = TopicPartitionList::new();
-    let notify_from = high;
-    tpl.add_partition_offset(&topics.notify, 0, Offset::Offset(high))?;
-    consumer.assign(&tpl)?;
     let t0 = Instant::now();
-    let collector = {
-        let tracker = Arc::clone(&tracker);
-        tokio::spawn(async move { collect(consumer, tracker, t0).await })
-    };
     let deadline = t0 + Duration::from_secs(args.timeout_s);
+    let link = Arc::new(Link {
+        bootstrap: args.bootstrap.clone(),
+        group: format!("{}.load-{run_id}", args.topic_prefix),
+        client_id: format!("load-{run_id}"),
+        notify: topics.notify.clone(),
+        tracker: Arc::clone(&tracker),
+        t0,
+        deadline,
+        producer: Mutex::new(None),
+        collector: Mutex::new(None),
+        next_notice: AtomicI64::new(0),
+        gone: AtomicBool::new(false),
+        reconnecting: tokio::sync::Mutex::new(()),
+    });
+    // Start reading notices where the topic ends now: this run's notices all come later.
+    let notify_from = link.connect(None).await?;
     let eur = Currency::new(b"EUR").map_err(|e| anyhow::anyhow!("{e:?}"))?;
     let origins: Vec<u8> =
         if args.origins.is_empty() { (1..=args.centers).collect() } else { args.origins.clone() };
@@ -231,13 +227,11 @@ async fn load(args: &LoadArgs) -> anyhow::Result<Report> {
                 })
                 .collect::<anyhow::Result<_>>()?;
             for (k, chunk) in commands.chunks(args.batch).enumerate() {
-                submit(&producer, &topics.inbound, chunk, k as u64).await?;
+                submit(&link, &topics.inbound, chunk, k as u64).await?;
             }
             let want = (offset + a) as u64;
             let counter = &tracker.setup_finals;
-            setup_found_on_reread +=
-                wait_for_notices(args, &topics.notify, notify_from, &tracker, t0, deadline, counter, want)
-                    .await?;
+            setup_found_on_reread += wait_for_notices(args, &link, notify_from, counter, want).await?;
             if counter.load(Ordering::Acquire) < want {
                 anyhow::bail!(
                     "setup: only {} of {want} account operations final after {} s",
@@ -278,7 +272,7 @@ async fn load(args: &LoadArgs) -> anyhow::Result<Report> {
             for j in first..=i {
                 tracker.submitted_ns[j as usize].store(at, Ordering::Relaxed);
             }
-            submit(&producer, &topics.inbound, &commands, message).await?;
+            submit(&link, &topics.inbound, &commands, message).await?;
             commands.clear();
             message += 1;
         }
@@ -287,18 +281,8 @@ async fn load(args: &LoadArgs) -> anyhow::Result<Report> {
     // Wait for every notice. When none came for a while and some are missing, read the notice
     // topic again from the run's start: a notice the live reader skipped is then told apart from
     // one that was never published.
-    let found_on_reread = wait_for_notices(
-        args,
-        &topics.notify,
-        notify_from,
-        &tracker,
-        t0,
-        deadline,
-        &tracker.finals,
-        n as u64,
-    )
-    .await?;
-    collector.abort();
+    let found_on_reread = wait_for_notices(args, &link, notify_from, &tracker.finals, n as u64).await?;
+    link.close();
 
     let mut hist = Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3)?;
     let (mut settled, mut refused, mut missing) = (0, 0, 0);
@@ -354,38 +338,154 @@ async fn load(args: &LoadArgs) -> anyhow::Result<Report> {
     })
 }
 
-async fn submit(
-    producer: &FutureProducer,
-    topic: &str,
-    commands: &[Command],
-    key: u64,
-) -> anyhow::Result<()> {
+async fn submit(link: &Arc<Link>, topic: &str, commands: &[Command], key: u64) -> anyhow::Result<()> {
     let mut body = Vec::with_capacity(commands.len() * 64);
     codec::encode_commands_frame(commands, &mut body);
     let key = key.to_be_bytes();
     loop {
-        match producer
-            .send(FutureRecord::to(topic).payload(&body).key(&key[..]), Duration::from_secs(10))
-            .await
-        {
-            Ok(_) => return Ok(()),
-            Err((e, _)) => {
-                eprintln!("load: submit: {e}; again");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
+        let producer = link.producer().await?;
+        let record = FutureRecord::to(topic).payload(&body).key(&key[..]);
+        tokio::select! {
+            sent = producer.send(record, Duration::from_secs(10)) => match sent {
+                Ok(_) => return Ok(()),
+                Err((e, _)) => {
+                    eprintln!("load: submit: {e}; again");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            },
+            // The broker went away: this client is dropped and the message sent again on new
+            // ones (a command sequenced before is answered by its `bmi`, never paid twice).
+            () = link.went_away() => {}
         }
     }
 }
 
-async fn collect(consumer: StreamConsumer, tracker: Arc<Tracker>, t0: Instant) {
+/// The load's clients of the broker. When every broker connection is down they are all dropped
+/// and made again once the broker answers: a client that knew the broker's topics can crash in
+/// librdkafka if the broker comes back without them (ARCHITECTURE.md "When the broker loses its
+/// data"), so none outlives a broker that went away. A broker that came back without its data
+/// ends the load with a clear error (the nodes halt until `rtgs rebuild-journal`).
+struct Link {
+    bootstrap: String,
+    group: String,
+    client_id: String,
+    notify: String,
+    tracker: Arc<Tracker>,
+    t0: Instant,
+    deadline: Instant,
+    producer: Mutex<Option<FutureProducer>>,
+    collector: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// The next notice-topic offset to read.
+    next_notice: AtomicI64,
+    gone: AtomicBool,
+    reconnecting: tokio::sync::Mutex<()>,
+}
+
+impl Link {
+    /// Makes the clients: the producer, and the notice reader from `from` (None: the topic's
+    /// end now). Returns where the notice reader starts.
+    async fn connect(self: &Arc<Self>, from: Option<i64>) -> anyhow::Result<i64> {
+        let consumer: StreamConsumer = rtgs_kafka::clients::consumer(
+            &self.bootstrap,
+            &self.group,
+            &self.client_id,
+            rdkafka::consumer::DefaultConsumerContext,
+        )?;
+        let (_, high) = tokio::task::block_in_place(|| {
+            consumer.fetch_watermarks(&self.notify, 0, Duration::from_secs(20))
+        })
+        .with_context(|| {
+            format!("cannot read topic {} on {} (is the cluster up?)", self.notify, self.bootstrap)
+        })?;
+        if let Some(next) = from {
+            if high < next {
+                anyhow::bail!(
+                    "the broker came back without its data ({} ends at offset {high}, this load had read up to \
+                     {next}): the nodes halt until `rtgs rebuild-journal`; which of this run's transfers became \
+                     final is unknown here (rtgs reconcile and the databases tell)",
+                    self.notify
+                );
+            }
+        }
+        let start = from.unwrap_or(high);
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(&self.notify, 0, Offset::Offset(start))?;
+        consumer.assign(&tpl)?;
+        self.next_notice.store(start, Ordering::Release);
+        *lock(&self.producer) = Some(rtgs_kafka::clients::producer(&self.bootstrap, &self.client_id)?);
+        let link = Arc::clone(self);
+        *lock(&self.collector) = Some(tokio::spawn(async move { collect(consumer, link).await }));
+        self.gone.store(false, Ordering::Release);
+        Ok(start)
+    }
+
+    /// The current producer; after the broker went away, a new one (once the broker answers).
+    async fn producer(self: &Arc<Self>) -> anyhow::Result<FutureProducer> {
+        if self.gone.load(Ordering::Acquire) {
+            self.reconnect().await?;
+        }
+        lock(&self.producer).clone().ok_or_else(|| anyhow::anyhow!("the load's clients are closed"))
+    }
+
+    /// Returns once the broker went away (every connection down).
+    async fn went_away(&self) {
+        while !self.gone.load(Ordering::Acquire) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    fn close(&self) {
+        if let Some(c) = lock(&self.collector).take() {
+            c.abort();
+        }
+        lock(&self.producer).take();
+    }
+
+    /// Drops every client, waits for the broker, checks that it kept its data, makes new ones.
+    async fn reconnect(self: &Arc<Self>) -> anyhow::Result<()> {
+        let _one = self.reconnecting.lock().await;
+        if !self.gone.load(Ordering::Acquire) {
+            return Ok(()); // another caller reconnected
+        }
+        self.close();
+        eprintln!("load: every broker connection is down: clients dropped; waiting for the broker");
+        // Let the senders that saw it drop their clones of the producer.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        while tokio::net::TcpStream::connect(&self.bootstrap).await.is_err() {
+            if Instant::now() >= self.deadline {
+                anyhow::bail!(
+                    "the broker at {} did not come back before the load's deadline",
+                    self.bootstrap
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let next = self.next_notice.load(Ordering::Acquire);
+        self.connect(Some(next)).await?;
+        eprintln!("load: the broker is back; reading notices on from offset {next}");
+        Ok(())
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+async fn collect(consumer: StreamConsumer, link: Arc<Link>) {
     let mut notices = Vec::new();
     loop {
         match consumer.recv().await {
             Ok(m) => {
-                let now = t0.elapsed().as_nanos() as u64;
-                tracker.record(m.payload().unwrap_or(&[]), now, &mut notices, true);
+                let now = link.t0.elapsed().as_nanos() as u64;
+                link.tracker.record(m.payload().unwrap_or(&[]), now, &mut notices, true);
+                link.next_notice.store(m.offset() + 1, Ordering::Release);
             }
             Err(e) => {
+                if e.rdkafka_error_code() == Some(rdkafka::types::RDKafkaErrorCode::AllBrokersDown) {
+                    // Dropping this consumer now: see `Link`.
+                    link.gone.store(true, Ordering::Release);
+                    return;
+                }
                 eprintln!("load: notices: {e}");
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
@@ -397,17 +497,14 @@ async fn collect(consumer: StreamConsumer, tracker: Arc<Tracker>, t0: Instant) {
 /// are missing, reads the notice topic again from the run's start: a notice the live reader
 /// skipped is then told apart from one that was never published. Returns how many the second
 /// reads found.
-#[allow(clippy::too_many_arguments)]
 async fn wait_for_notices(
     args: &LoadArgs,
-    topic: &str,
+    link: &Arc<Link>,
     from: i64,
-    tracker: &Tracker,
-    t0: Instant,
-    deadline: Instant,
     counter: &AtomicU64,
     want: u64,
 ) -> anyhow::Result<u64> {
+    let (topic, tracker, t0, deadline) = (&link.notify, &link.tracker, link.t0, link.deadline);
     let mut found = 0;
     let mut progress = (counter.load(Ordering::Acquire), Instant::now());
     let mut reread_at = None;
@@ -428,6 +525,9 @@ async fn wait_for_notices(
         }
         if now >= deadline {
             return Ok(found);
+        }
+        if link.gone.load(Ordering::Acquire) {
+            link.reconnect().await?;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }

@@ -527,9 +527,19 @@ fn n_a_wiped_broker_halts_the_nodes_until_the_journal_is_rebuilt() {
     let report = c.load_finish(c.load_spawn("N", &["--transfers", "20000", "--accounts", "1000"]));
     assert_eq!(report["ok"], true);
     c.wait_converged(60);
+    // A load runs across the wipe: it must end with a clear error, not die in librdkafka.
+    let across = c
+        .load_spawn("NX", &["--transfers", "200000", "--accounts", "1000", "--rate", "5000", "--skip-setup"]);
+    c.wait("transfers of the second load flowing", 60, |s| {
+        s.iter().flatten().any(|s| u(&s["seq_committed"]) > 25_000)
+    });
     broker.kill9();
     std::thread::sleep(Duration::from_secs(2));
     broker.start();
+    let out = across.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "the load across the wipe ended by {:?}: {said}", out.status);
+    assert!(said.contains("came back without its data"), "the load did not say why it stopped: {said}");
     // `statuses` fails the drill if a node process exited (a crash in librdkafka included).
     c.wait("every node to halt: the broker lost data", 120, |s| {
         s.iter().flatten().filter(|s| s["broker_data_lost"] == true && s["halted"] == true).count() == 3
