@@ -7,9 +7,9 @@
 //! decide.
 //!
 //! # Layout
-//! * [`sequencer`] — member of group `sequencer` on the single-partition inbound topic; leads
-//!   while it holds that partition: takeover in PostgreSQL (an epoch bump fences the old leader),
-//!   then per batch sequence → record (fenced) → publish → mark published.
+//! * [`sequencer`] — leads while it holds the lease in PostgreSQL (a survivor claims a silent one
+//!   with an epoch bump, which fences the old leader) and then reads the single-partition inbound
+//!   topic by assignment: per batch sequence → record (fenced) → publish → mark published.
 //! * [`center`] — the center task driving the `Center`, with its journal reader, ack reader,
 //!   committer and publisher (`center::journal`, `center::acks`, `center::committer`,
 //!   `center::publisher`).
@@ -23,6 +23,11 @@
 //!   [`error`] — typed errors; [`pg`] — the one PostgreSQL retry policy; [`broker`] — names,
 //!   consumers, publishing; [`frames`] — messages cut to the broker's bound; [`clock`] — the
 //!   center's monotonic time and the wall clock.
+//! * [`broker_loss`] — the node restarts itself when every broker connection is down, and halts
+//!   at start while the broker lost data it had read; [`rebuild`] — `rtgs rebuild-journal`: the
+//!   outbox published again, the broker generation raised.
+//! * [`log`] — the node's log: `tracing` events with structured fields, as the human line or
+//!   JSON lines.
 //!
 //! **Per-task inputs.** Each task is handed what it needs — its settings, its channels, its
 //! figures, the metrics — and nothing else; there is no node-wide bag every task reads.
