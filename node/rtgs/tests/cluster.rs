@@ -83,9 +83,7 @@ fn b_kill9_of_the_sequencer_leader_hands_over_without_gap_or_duplicate() {
     let report = c.load_finish(load);
     assert_eq!(report["ok"], true, "not every transfer became final after the failover");
     c.start(old);
-    c.wait_converged(120);
-    c.reconcile();
-    c.assert_exactly_once_and_final("B", 100_000);
+    c.settle_and_check("B", 100_000);
 }
 
 #[test]
@@ -112,7 +110,7 @@ fn c_one_center_down_finality_continues_and_it_catches_up() {
             &origins,
         ],
     );
-    c.wait("transfers flowing", 60, |s| s.iter().flatten().any(|s| u(&s["seq_committed"]) > 5_000));
+    c.wait_flowing(5_000);
     c.kill9(victim);
     // Finality goes on with two of three: the load finishes while the victim is down.
     let report = c.load_finish(load);
@@ -132,27 +130,14 @@ fn d_two_centers_down_finality_halts_safely_and_resumes() {
     c.start_all();
     let leader = c.leader();
     let victims: Vec<usize> = (1..=3).filter(|&x| x != leader).collect();
-    let load = c.load_spawn(
-        "D",
-        &["--transfers", "60000", "--accounts", "1000", "--rate", "20000", "--timeout-s", "240"],
-    );
-    c.wait("transfers flowing", 60, |s| s.iter().flatten().any(|s| u(&s["seq_committed"]) > 5_000));
+    let load = c.load_at("D", 60_000, 20_000, 240);
+    c.wait_flowing(5_000);
     for &v in &victims {
         c.kill9(v);
     }
     // The survivor goes on sequencing and applying, but nothing more becomes final.
     std::thread::sleep(Duration::from_secs(2));
-    let before = c.statuses()[leader - 1].clone().unwrap_or_else(|| panic!("leader status"));
-    std::thread::sleep(Duration::from_secs(3));
-    let after = c.statuses()[leader - 1].clone().unwrap_or_else(|| panic!("leader status"));
-    assert_eq!(
-        before["finalized"], after["finalized"],
-        "finalized with one center of three: {before} → {after}"
-    );
-    assert!(
-        u(&after["seq_applied"]) >= u(&after["seq_unfinal_first"]),
-        "applied entries wait for a quorum: {after}"
-    );
+    let (before, after) = alone_finalizes_nothing(&mut c, leader);
     assert!(
         u(&after["seq_applied"]) > u(&before["seq_unfinal_first"]),
         "the survivor keeps applying: {after}"
@@ -160,11 +145,7 @@ fn d_two_centers_down_finality_halts_safely_and_resumes() {
     for &v in &victims {
         c.start(v);
     }
-    let report = c.load_finish(load);
-    assert_eq!(report["ok"], true, "finality did not resume after the centers came back");
-    c.wait_converged(120);
-    c.reconcile();
-    c.assert_exactly_once_and_final("D", 60_000);
+    c.finish_and_check(load, "D", 60_000, "finality did not resume after the centers came back");
 }
 
 #[test]
@@ -172,11 +153,8 @@ fn e_postgresql_restart_under_load_loses_nothing() {
     let _one = lock();
     let mut c = Cluster::new("e");
     c.start_all();
-    let load = c.load_spawn(
-        "E",
-        &["--transfers", "100000", "--accounts", "1000", "--rate", "20000", "--timeout-s", "240"],
-    );
-    c.wait("transfers flowing", 60, |s| s.iter().flatten().any(|s| u(&s["seq_committed"]) > 5_000));
+    let load = c.load_at("E", 100_000, 20_000, 240);
+    c.wait_flowing(5_000);
     let out = Command::new("pg_ctlcluster")
         .args(["--skip-systemctl-redirect", "15", "main", "restart"])
         .output()
@@ -243,9 +221,7 @@ fn g_lost_ack_messages_with_one_center_down_are_published_again() {
     let reacks: u64 = s.iter().flatten().map(|s| u(&s["reacks"])).sum();
     assert!(reacks > 0, "no center published its acks again: {s:?}");
     c.start(victim);
-    c.wait_converged(120);
-    c.reconcile();
-    c.assert_exactly_once_and_final("G", 20_000);
+    c.settle_and_check("G", 20_000);
 }
 
 /// h. A `bmi` is paid at most once, ever: 20,000 transfers, then a `kill -9` of the sequencer
@@ -274,9 +250,7 @@ fn h_every_bmi_ever_sequenced_stays_known_across_a_takeover() {
     let rounds: u64 = c.statuses().iter().flatten().map(|s| u(&s["bmi_rounds"])).sum();
     assert!(rounds > 0, "the new leader sequenced the conflicting groups a second time");
     c.start(old);
-    c.wait_converged(120);
-    c.reconcile();
-    c.assert_exactly_once_and_final("H", 20_000);
+    c.settle_and_check("H", 20_000);
 }
 
 #[test]
@@ -288,11 +262,8 @@ fn i_two_centers_down_including_the_leader_halt_safely_and_resume() {
     let epoch = c.epoch_max();
     let other = if leader == 1 { 2 } else { 1 };
     let survivor = (1..=3).find(|&x| x != leader && x != other).unwrap_or_else(|| unreachable!());
-    let load = c.load_spawn(
-        "I",
-        &["--transfers", "60000", "--accounts", "1000", "--rate", "20000", "--timeout-s", "240"],
-    );
-    c.wait("transfers flowing", 60, |s| s.iter().flatten().any(|s| u(&s["seq_committed"]) > 5_000));
+    let load = c.load_at("I", 60_000, 20_000, 240);
+    c.wait_flowing(5_000);
     c.kill9(leader);
     c.kill9(other);
     // The survivor takes the lease and goes on sequencing and applying; nothing more becomes
@@ -300,24 +271,10 @@ fn i_two_centers_down_including_the_leader_halt_safely_and_resume() {
     c.wait("the survivor to take over", 60, |s| {
         s[survivor - 1].as_ref().is_some_and(|s| s["leader"] == true && u(&s["epoch"]) > epoch)
     });
-    let before = c.statuses()[survivor - 1].clone().unwrap_or_else(|| panic!("survivor status"));
-    std::thread::sleep(Duration::from_secs(3));
-    let after = c.statuses()[survivor - 1].clone().unwrap_or_else(|| panic!("survivor status"));
-    assert_eq!(
-        before["finalized"], after["finalized"],
-        "finalized with one center of three: {before} → {after}"
-    );
-    assert!(
-        u(&after["seq_applied"]) >= u(&after["seq_unfinal_first"]),
-        "applied entries wait for a quorum: {after}"
-    );
+    alone_finalizes_nothing(&mut c, survivor);
     c.start(leader);
     c.start(other);
-    let report = c.load_finish(load);
-    assert_eq!(report["ok"], true, "finality did not resume after the centers came back");
-    c.wait_converged(120);
-    c.reconcile();
-    c.assert_exactly_once_and_final("I", 60_000);
+    c.finish_and_check(load, "I", 60_000, "finality did not resume after the centers came back");
 }
 
 /// Ten `kill -9`s of whoever leads, under load: each time another center takes the lease, and
@@ -328,11 +285,8 @@ fn j_ten_kill9s_of_the_leader_each_hand_over() {
     let _one = lock();
     let mut c = Cluster::new("j");
     c.start_all();
-    let load = c.load_spawn(
-        "J",
-        &["--transfers", "100000", "--accounts", "1000", "--rate", "2000", "--timeout-s", "300"],
-    );
-    c.wait("transfers flowing", 60, |s| s.iter().flatten().any(|s| u(&s["seq_committed"]) > 1_000));
+    let load = c.load_at("J", 100_000, 2_000, 300);
+    c.wait_flowing(1_000);
     let mut times = Vec::new();
     let first_epoch = c.epoch_max();
     for round in 1..=10 {
@@ -357,11 +311,7 @@ fn j_ten_kill9s_of_the_leader_each_hand_over() {
         times[9],
         times.iter().map(|t| format!("{t:.2}")).collect::<Vec<_>>().join(" · ")
     );
-    let report = c.load_finish(load);
-    assert_eq!(report["ok"], true, "not every transfer became final across ten takeovers");
-    c.wait_converged(120);
-    c.reconcile();
-    c.assert_exactly_once_and_final("J", 100_000);
+    c.finish_and_check(load, "J", 100_000, "not every transfer became final across ten takeovers");
 }
 
 /// The broker `kill -9`ed under load and started again on its durable storage: the nodes ride
@@ -374,11 +324,8 @@ fn k_broker_killed_and_restarted_under_load_loses_nothing() {
     broker.start();
     c.bootstrap = broker.bootstrap();
     c.start_all();
-    let load = c.load_spawn(
-        "K",
-        &["--transfers", "100000", "--accounts", "1000", "--rate", "20000", "--timeout-s", "300"],
-    );
-    c.wait("transfers flowing", 60, |s| s.iter().flatten().any(|s| u(&s["seq_committed"]) > 5_000));
+    let load = c.load_at("K", 100_000, 20_000, 300);
+    c.wait_flowing(5_000);
     let before: u64 = c.statuses().iter().flatten().map(|s| u(&s["seq_committed"])).max().unwrap_or(0);
     broker.kill9();
     std::thread::sleep(Duration::from_secs(2));
@@ -388,11 +335,7 @@ fn k_broker_killed_and_restarted_under_load_loses_nothing() {
         s.iter().flatten().filter(|s| u(&s["seq_unfinal_first"]) > before + 1_000).count() >= 2
     });
     eprintln!("DRILL k: finality went on {:.2} s after the broker came back", resumed.as_secs_f64());
-    let report = c.load_finish(load);
-    assert_eq!(report["ok"], true, "transfers were lost across the broker restart");
-    c.wait_converged(120);
-    c.reconcile();
-    c.assert_exactly_once_and_final("K", 100_000);
+    c.finish_and_check(load, "K", 100_000, "transfers were lost across the broker restart");
 }
 
 /// `rtgs status --json` against these `/metrics` listeners: (exit code, report).
@@ -480,7 +423,7 @@ fn m_reconcile_on_a_loaded_cluster_reports_lag_never_a_difference() {
     let mut c = Cluster::new("j");
     c.start_all();
     let mut load = c.load_spawn("J", &["--transfers", "80000", "--accounts", "1000", "--rate", "8000"]);
-    c.wait("transfers flowing", 60, |s| s.iter().flatten().any(|s| u(&s["seq_committed"]) > 2_000));
+    c.wait_flowing(2_000);
     let (mut rounds, mut lagging) = (0, 0);
     while rounds < 40 && load.try_wait().unwrap_or_else(|e| panic!("{e}")).is_none() {
         // One reading round: no waiting for the centers to stand still.
@@ -505,11 +448,7 @@ fn m_reconcile_on_a_loaded_cluster_reports_lag_never_a_difference() {
     }
     eprintln!("DRILL j: {rounds} readings under load, {lagging} with centers at different seqs");
     assert!(lagging > 0, "no reading saw the centers at different seqs, so the drill proved nothing");
-    let report = c.load_finish(load);
-    assert_eq!(report["ok"], true);
-    c.wait_converged(120);
-    c.reconcile();
-    c.assert_exactly_once_and_final("J", 80_000);
+    c.finish_and_check(load, "J", 80_000, "not every transfer became final");
 }
 
 /// The broker on memory storage killed and started again: its topics come back empty, with new
@@ -569,9 +508,7 @@ fn n_a_wiped_broker_halts_the_nodes_until_the_journal_is_rebuilt() {
     });
     let report = c.load_finish(c.load_spawn("N2", &["--transfers", "10000", "--accounts", "1000"]));
     assert_eq!(report["ok"], true, "the cluster did not go on after the rebuild");
-    c.wait_converged(120);
-    c.reconcile();
-    c.assert_exactly_once_and_final("N", 20_000);
+    c.settle_and_check("N", 20_000);
     c.assert_exactly_once_and_final("N2", 10_000);
 }
 
@@ -585,10 +522,7 @@ fn o_a_divergence_on_a_real_node_halts_finality_everywhere() {
     let mut c = Cluster::new("o");
     c.extra_env[2].push(("RTGS_FAULT_DIVERGE_AT_SEQ".into(), "5000".into()));
     c.start_all();
-    let load = c.load_spawn(
-        "O",
-        &["--transfers", "20000", "--accounts", "1000", "--rate", "10000", "--timeout-s", "20"],
-    );
+    let load = c.load_at("O", 20_000, 10_000, 20);
     c.wait("every center to halt on the divergence", 90, |s| {
         s.iter().flatten().filter(|s| s["halted"] == true && s["halted_reason"] == "divergence").count() == 3
     });
@@ -658,14 +592,10 @@ fn p_the_three_terminal_scripts_run_a_cluster_as_the_readme_says() {
     c.start_all();
     let victim = if c.leader() == 3 { 2 } else { 3 };
     let load = c.load_spawn("P", &["--transfers", "30000", "--accounts", "1000", "--rate", "10000"]);
-    c.wait("transfers flowing", 60, |s| s.iter().flatten().any(|s| u(&s["seq_committed"]) > 3_000));
+    c.wait_flowing(3_000);
     c.kill9(victim);
     c.start(victim);
-    let report = c.load_finish(load);
-    assert_eq!(report["ok"], true);
-    c.wait_converged(120);
-    c.reconcile();
-    c.assert_exactly_once_and_final("P", 30_000);
+    c.finish_and_check(load, "P", 30_000, "not every transfer became final");
     for n in 1..=3 {
         c.kill9(n);
     }
@@ -684,4 +614,21 @@ fn p_the_three_terminal_scripts_run_a_cluster_as_the_readme_says() {
     assert!(up.status.success(), "infra-up.sh: {}", String::from_utf8_lossy(&up.stderr));
     assert!(std::net::TcpStream::connect("127.0.0.1:9092").is_ok(), "no broker after infra-up.sh");
     assert!(std::net::TcpStream::connect("127.0.0.1:5432").is_ok(), "no PostgreSQL after infra-up.sh");
+}
+
+/// The only center running finalizes nothing for 3 s (one of three is no quorum) while its
+/// applied entries wait; its statuses before and after.
+fn alone_finalizes_nothing(c: &mut Cluster, center: usize) -> (serde_json::Value, serde_json::Value) {
+    let before = c.statuses()[center - 1].clone().unwrap_or_else(|| panic!("DC{center} status"));
+    std::thread::sleep(Duration::from_secs(3));
+    let after = c.statuses()[center - 1].clone().unwrap_or_else(|| panic!("DC{center} status"));
+    assert_eq!(
+        before["finalized"], after["finalized"],
+        "finalized with one center of three: {before} → {after}"
+    );
+    assert!(
+        u(&after["seq_applied"]) >= u(&after["seq_unfinal_first"]),
+        "applied entries wait for a quorum: {after}"
+    );
+    (before, after)
 }

@@ -335,15 +335,7 @@ fn three_nodes_under_load_export_finality_rate_and_quorum_latency_to_prometheus(
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
     let mut nodes = common::Cluster::new("metrics");
     nodes.start_all();
-    // Each node's /metrics is on a free port (the harness sets RTGS_METRICS_LISTEN=127.0.0.1:0).
-    let addrs: Vec<SocketAddr> = nodes
-        .statuses()
-        .iter()
-        .map(|s| {
-            let listen = s.as_ref().and_then(|s| s["metrics_listen"].as_str()).unwrap_or_default();
-            listen.parse().unwrap_or_else(|e| panic!("metrics_listen {listen:?}: {e}"))
-        })
-        .collect();
+    let addrs = metrics_addresses(&mut nodes);
     let (_prometheus, web) = prometheus(&dir, "rtgs-node", &addrs);
     let load = nodes.load_spawn(
         "M",
@@ -572,14 +564,7 @@ fn a_plugin_alert_from_real_nodes_reaches_a_webhook_through_prometheus_and_alert
         env.push(("RTGS_COLLECTION_RELAYERS".into(), "1".into()));
     }
     nodes.start_all();
-    let addrs: Vec<SocketAddr> = nodes
-        .statuses()
-        .iter()
-        .map(|s| {
-            let listen = s.as_ref().and_then(|s| s["metrics_listen"].as_str()).unwrap_or_default();
-            listen.parse().unwrap_or_else(|e| panic!("metrics_listen {listen:?}: {e}"))
-        })
-        .collect();
+    let addrs = metrics_addresses(&mut nodes);
     let (_prometheus, web) = prometheus_alerting(&dir, "rtgs-node", &addrs, Some(am));
     // Waits for every deposit, sweeps, then waits for a collection that cannot happen: killed
     // once the alert is through.
@@ -641,4 +626,17 @@ fn a_plugin_alert_from_real_nodes_reaches_a_webhook_through_prometheus_and_alert
     }
     drop(nodes);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Each node's `/metrics` address (on a free port: the harness sets
+/// `RTGS_METRICS_LISTEN=127.0.0.1:0` and the status says which).
+fn metrics_addresses(nodes: &mut common::Cluster) -> Vec<SocketAddr> {
+    nodes
+        .statuses()
+        .iter()
+        .map(|s| {
+            let listen = s.as_ref().and_then(|s| s["metrics_listen"].as_str()).unwrap_or_default();
+            listen.parse().unwrap_or_else(|e| panic!("metrics_listen {listen:?}: {e}"))
+        })
+        .collect()
 }

@@ -221,6 +221,35 @@ impl Cluster {
         report
     }
 
+    /// `rtgs load` of `transfers` transfers over 1,000 accounts at `rate`/s, in the background.
+    pub fn load_at(&self, run_id: &str, transfers: u64, rate: u64, timeout_s: u64) -> Child {
+        let (transfers, rate, timeout_s) = (transfers.to_string(), rate.to_string(), timeout_s.to_string());
+        let args =
+            ["--transfers", &transfers, "--accounts", "1000", "--rate", &rate, "--timeout-s", &timeout_s];
+        self.load_spawn(run_id, &args)
+    }
+
+    /// Until some center committed more than `seqs` (the load is flowing).
+    pub fn wait_flowing(&mut self, seqs: u64) -> Duration {
+        self.wait("transfers flowing", 60, |s| s.iter().flatten().any(|s| u(&s["seq_committed"]) > seqs))
+    }
+
+    /// The three centers converge, their databases reconcile, and every one of the `n` transfers
+    /// of `run_id` was applied exactly once in every center and is final.
+    pub fn settle_and_check(&mut self, run_id: &str, n: u64) {
+        self.wait_converged(120);
+        self.reconcile();
+        self.assert_exactly_once_and_final(run_id, n);
+    }
+
+    /// The end of a drill under load: the load reports every transfer final (else `why`), then
+    /// [`Self::settle_and_check`].
+    pub fn finish_and_check(&mut self, load: Child, run_id: &str, n: u64, why: &str) {
+        let report = self.load_finish(load);
+        assert_eq!(report["ok"], true, "{why}: {report}");
+        self.settle_and_check(run_id, n);
+    }
+
     /// All three running centers applied the same seq and finalized everything up to it.
     pub fn wait_converged(&mut self, seconds: u64) -> Duration {
         self.wait("the three centers to converge", seconds, |s| {
