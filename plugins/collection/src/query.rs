@@ -4,7 +4,7 @@
 
 use crate::plugin::CollectionPlugin;
 use crate::settings::PartnerState;
-use crate::state::{Batch, BatchStatus, Group, QueueRow, SkipRecord};
+use crate::state::{Batch, BatchStatus, Group, QueueRow, Relayer, SkipRecord};
 use crate::types::{GroupKey, PartnerId, WalletId};
 
 /// One group's QUEUED rows (one wallet, one token on one chain).
@@ -60,6 +60,11 @@ impl CollectionPlugin {
                 (queued_count > 0).then_some(SkippedGroup { key: *key, group, skip, queued_count })
             })
             .collect()
+    }
+
+    /// Every relayer, by id.
+    pub fn relayers(&self) -> impl Iterator<Item = &Relayer> {
+        self.st.relayers.values()
     }
 
     /// Every partner with its own settings state (overrides and next scheduled run).
