@@ -24,6 +24,7 @@
 //!   race fix, given-up nonces) and `nonce` (the relayer nonce manager and batch dispatch).
 //! * [`query`] — read-only operator queries: STALE batches, QUEUED rows per wallet, skipped
 //!   groups with reasons, partners' settings.
+//! * `reset` — the operator's relayer nonce reset (forward only, idle relayers only).
 //! * [`checkpoint`] — whole-state encode/decode, state hash, derived indexes and invariants.
 //! * [`chain_sim`] — the [`ChainAdapter`] trait and [`ChainSim`]: the shared deterministic
 //!   EVM-like chain simulator (`rtgs_chain_sim::evm`, injectable faults) with the collection's
@@ -67,6 +68,7 @@ mod nonce;
 mod pending;
 pub mod plugin;
 pub mod query;
+mod reset;
 mod schedule;
 pub mod settings;
 pub mod state;

@@ -25,7 +25,9 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use rtgs_collection::command::{BumpGas, CollectionCommand, FailStale, RegisterRelayer, RunNow, SetSetting};
+use rtgs_collection::command::{
+    BumpGas, CollectionCommand, FailStale, RegisterRelayer, ResetNonce, RunNow, SetSetting,
+};
 use rtgs_collection::limits::BUMP_GAS_PRICE_PERCENT_MIN;
 use rtgs_collection::settings::{PartnerState, SettingKey, SettingScope, Settings};
 use rtgs_collection::state::{Batch, BatchStatus, QueueRow, Relayer, RowStatus};
@@ -89,6 +91,7 @@ pub(crate) fn routes(router: Router<Arc<AppState>>) -> Router<Arc<AppState>> {
         .route("/v1/operator/collection/batches/{id}", get(get_batch))
         .route("/v1/operator/collection/batches/{id}/fail", post(fail_stale))
         .route("/v1/operator/collection/batches/{id}/bump-gas", post(bump_gas))
+        .route("/v1/operator/collection/relayers/{id}/reset-nonce", post(reset_nonce))
         .route("/v1/operator/collection/stale", get(list_stale))
         .route("/v1/operator/collection/queued", get(list_queued))
         .route("/v1/operator/collection/wallets/{id}/queued", get(wallet_queued))
@@ -355,6 +358,48 @@ async fn bump_gas(
     })
     .await?;
     let cmd = CollectionCommand::BumpGas(BumpGas { batch: id, gas_price_wei: req.gas_price_wei });
+    journal(&state, &req.bmi, &operator.key_id, cmd).await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ResetNonceRequest {
+    bmi: String,
+    /// The relayer's nonce on the chain (its mined transaction count), as the operator read it.
+    chain_nonce: u64,
+}
+
+/// Operator: move an idle relayer's next nonce forward to the chain's (the plugin's rule, see
+/// `rtgs_collection`'s `reset`: it can skip nonces, never reuse one). 404 `unknown_relayer`,
+/// 409 `relayer_busy` (a nonce LOCKED, a STALE batch or a given-up nonce), 400 `nonce_behind`.
+async fn reset_nonce(
+    State(state): State<Arc<AppState>>,
+    Path(id_text): Path<String>,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let (operator, body) = authenticated(&state.operators, request).await?;
+    let relayer = RelayerId(parse_id(&id_text, "relayer")?);
+    let req: ResetNonceRequest = parse_json(&body)?;
+    with_plugin(&state, |p| {
+        let r = p.relayer(relayer).ok_or_else(|| {
+            ApiError::new(StatusCode::NOT_FOUND, "unknown_relayer", format!("no relayer {}", relayer.0))
+        })?;
+        if !p.relayer_available(relayer) {
+            let message =
+                format!("relayer {} has a nonce in flight, a STALE batch or a given-up nonce", relayer.0);
+            return Err(ApiError::new(StatusCode::CONFLICT, "relayer_busy", message));
+        }
+        if req.chain_nonce < r.next_nonce {
+            let message = format!(
+                "chain_nonce {} is below relayer {}'s next nonce {}: a reset never reuses a nonce",
+                req.chain_nonce, relayer.0, r.next_nonce
+            );
+            return Err(ApiError::bad_request("nonce_behind", message));
+        }
+        Ok(())
+    })
+    .await?;
+    let cmd = CollectionCommand::ResetNonce(ResetNonce { relayer, chain_nonce: req.chain_nonce });
     journal(&state, &req.bmi, &operator.key_id, cmd).await
 }
 
