@@ -320,8 +320,9 @@ async fn send(
     let stream =
         TcpStream::connect(addr).await.with_context(|| format!("connecting to the API at {addr}"))?;
     let mut stream = BufReader::new(stream);
-    let now_s = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let ts = format!("{now_s}.ops{}", std::process::id());
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    // A nonce per request (a signed write is accepted once): this process and this instant.
+    let ts = format!("{}.ops{}n{}", now.as_secs(), std::process::id(), now.subsec_nanos());
     let signature = rtgs_api::auth::sign(secret.as_bytes(), call.method, &call.path, &ts, body);
     let mut request = format!(
         "{} {} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\ncontent-length: {}\r\n\
