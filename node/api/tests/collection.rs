@@ -181,6 +181,9 @@ async fn refused(node: &common::Node, method: &str, path: &str, body: Value) -> 
     (status, answer["code"].as_str().map(String::from))
 }
 
+/// A request, and the status and code it is refused with.
+type Case = (&'static str, String, Value, (u16, Option<String>));
+
 fn code(status: u16, code: &str) -> (u16, Option<String>) {
     (status, Some(code.to_string()))
 }
@@ -308,7 +311,7 @@ async fn collection_operator_actions_refuse_bad_input_with_their_codes() {
     )
     .await;
     let base = "/v1/operator/collection";
-    let cases: Vec<(&str, String, Value, (u16, Option<String>))> = vec![
+    let cases: Vec<Case> = vec![
         ("POST", format!("{base}/batches/x/fail"), json!({ "bmi": "E-1" }), code(400, "invalid_id")),
         ("POST", format!("{base}/batches/9/fail"), json!({ "bmi": "E-2" }), code(404, "unknown_batch")),
         (

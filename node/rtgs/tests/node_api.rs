@@ -150,8 +150,10 @@ fn ops(c: &Cluster, api: SocketAddr, args: &[&str]) -> (i32, String, String) {
         .env_remove("RTGS_OPS_SECRET")
         .output()
         .unwrap_or_else(|e| panic!("cannot run rtgs ops: {e}"));
-    let (stdout, stderr) =
-        (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
     assert!(!stdout.contains(OPS.1) && !stderr.contains(OPS.1), "the secret is never printed");
     (out.status.code().unwrap_or(-1), stdout, stderr)
 }

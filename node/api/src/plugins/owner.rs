@@ -90,9 +90,9 @@ async fn set_owner(
             let message = format!("center {} already owns {name} (term {term})", center.0);
             return Err(ApiError::new(StatusCode::CONFLICT, "already_owner", message));
         }
-        Ok(term.checked_add(1).ok_or_else(|| {
+        term.checked_add(1).ok_or_else(|| {
             ApiError::new(StatusCode::CONFLICT, "term_exhausted", format!("{name}'s term cannot grow"))
-        })?)
+        })
     })
     .await?;
     let invalid = |e: rtgs_core::entry::InputError| ApiError::bad_request("invalid_field", e.to_string());
