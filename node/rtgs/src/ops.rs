@@ -404,6 +404,22 @@ mod tests {
     }
 
     #[test]
+    fn withdrawal_and_matching_operations_name_their_routes() {
+        let op =
+            OpsCommand::Withdrawal(WithdrawalOp::Operate { id: 9, op: r#"{"operation":"retry"}"#.into() });
+        let c = call_of(&op, "W-1").ok().map(|c| (c.method, c.path, c.body));
+        let body = json!({ "operation": "retry", "bmi": "W-1" });
+        assert_eq!(c, Some(("POST", "/v1/operator/withdrawals/9/operations".into(), Some(body))));
+        let c = call_of(&OpsCommand::Matching(MatchingOp::Settings { partner: 4 }), "M").ok();
+        assert_eq!(
+            c.map(|c| (c.method, c.path)),
+            Some(("GET", "/v1/operator/matching/partners/4/settings".into()))
+        );
+        let c = call_of(&OpsCommand::Owner { plugin: None, center: None }, "O").ok();
+        assert_eq!(c.map(|c| (c.method, c.path)), Some(("GET", "/v1/operator/plugins".into())));
+    }
+
+    #[test]
     fn bad_arguments_are_errors() {
         let bad = CollectionOp::Settings { set: Some("collection.min_amount_usd".into()), partner: None };
         assert!(call_of(&OpsCommand::Collection(bad), "S").is_err(), "no =");
