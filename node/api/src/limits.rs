@@ -132,3 +132,7 @@ const _: () = assert!(URI_BYTES_MAX + HEADERS_BYTES_MAX + 1024 <= HTTP1_HEAD_BYT
 const _: () = assert!(HTTP1_HEAD_BYTES_MAX < 65_534, "hyper's 414 must stay out of reach");
 const _: () = assert!(HTTP1_HEAD_BYTES_MAX >= 8_192, "hyper's smallest read buffer");
 const _: () = assert!(HEADERS_COUNT_MAX < HTTP1_HEADERS_COUNT_MAX);
+
+/// Items in one operator list answer (STALE batches, QUEUED groups and their rows, skipped
+/// groups, relayers): beyond it the answer says `truncated`.
+pub const OPERATOR_LIST_ITEMS_MAX: usize = 1_000;

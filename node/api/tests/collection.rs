@@ -173,3 +173,231 @@ async fn without_collection_its_endpoints_answer_collection_disabled() {
     assert_eq!((status, answer["code"].as_str()), (404, Some("collection_disabled")), "{answer}");
     assert!(node.finish().await.iter().all(|b| b != "RUN-X"), "nothing journaled");
 }
+
+/// `(status, code)` of an operator request.
+async fn refused(node: &common::Node, method: &str, path: &str, body: Value) -> (u16, Option<String>) {
+    let bytes = if body.is_null() { Vec::new() } else { post_body(body) };
+    let (status, answer) = node.as_ops(method, path, &bytes).await;
+    (status, answer["code"].as_str().map(String::from))
+}
+
+/// A request, and the status and code it is refused with.
+type Case = (&'static str, String, Value, (u16, Option<String>));
+
+fn code(status: u16, code: &str) -> (u16, Option<String>) {
+    (status, Some(code.to_string()))
+}
+
+/// The operator's reads and actions on a live sweep: QUEUED rows per wallet, a run skipped below
+/// the minimum (the skipped groups say why), the settings read back, a sweep, refusals of actions
+/// on a CONFIRMED batch, a relayer nonce reset (forward only), and ownership moved by `SetOwner`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operators_read_and_act_on_collection_through_the_api() {
+    let mut chain = ChainSim::new(ChainConfig::default(), 43, CHAIN_START_US);
+    chain.fund_native(RELAYER, 1_000_000_000_000_000_000_000);
+    let wallet = WalletId(1);
+    for (id, amount) in [(5, USDT), (6, USDT / 2), (7, 3 * USDT / 10)] {
+        chain.deposit(DepositId(id), PartnerId(1), wallet, TokenId(1), amount);
+    }
+    chain.approve(wallet, TokenId(1), u128::MAX);
+    let node = start_collection(&fresh_dir("collection-ops"), chain, 1_000).await;
+    let relayer = json!({ "bmi": "RLY-500", "chain": 1, "relayer": RELAYER, "next_nonce": 0 });
+    assert_eq!(node.as_ops("POST", "/v1/operator/collection/relayers", &post_body(relayer)).await.0, 202);
+
+    // QUEUED rows per wallet: all three deposits, in one group; another wallet has none.
+    let queued = poll(&node, "/v1/operator/collection/wallets/1/queued", "three rows queued", |b| {
+        b["groups"][0]["queued_count"] == 3
+    })
+    .await;
+    assert_eq!(queued["groups"][0]["amount_minor"], "1800000", "{queued}");
+    assert_eq!(queued["groups"][0]["deposits"].as_array().map(Vec::len), Some(3), "{queued}");
+    let (_, all) = node.as_ops("GET", "/v1/operator/collection/queued", b"").await;
+    assert_eq!(all["groups"], queued["groups"], "one wallet holds every QUEUED row");
+    let (_, other) = node.as_ops("GET", "/v1/operator/collection/wallets/2/queued", b"").await;
+    assert_eq!(other["groups"], json!([]), "{other}");
+
+    // A minimum above the balance: the run skips the group, and says why.
+    let high = json!({ "bmi": "S-HIGH", "name": "collection.min_amount_usd", "value": 1_000_000_000u64 });
+    assert_eq!(node.as_ops("POST", "/v1/operator/collection/settings", &post_body(high)).await.0, 202);
+    let settings = poll(&node, "/v1/operator/collection/settings", "minimum set", |b| {
+        b["global"]["collection.min_amount_usd"] == 1_000_000_000u64
+    })
+    .await;
+    assert_eq!(settings["ranges"]["collection.schedule_interval_hours"]["max"], 168, "{settings}");
+    let run = json!({ "bmi": "RUN-SKIP", "partner": 1 });
+    assert_eq!(node.as_ops("POST", "/v1/operator/collection/run", &post_body(run)).await.0, 202);
+    let skipped = poll(&node, "/v1/operator/collection/skipped", "group skipped", |b| {
+        b["groups"].as_array().is_some_and(|g| !g.is_empty())
+    })
+    .await;
+    let group = &skipped["groups"][0];
+    assert_eq!(
+        (group["wallet"].as_u64(), group["reason"].as_str()),
+        (Some(1), Some("BelowMinimum")),
+        "{skipped}"
+    );
+    assert_eq!(group["queued_count"], 3, "a skip leaves the rows QUEUED: {skipped}");
+
+    // A partner's override, then the run that sweeps.
+    let low = json!({ "bmi": "S-LOW", "name": "collection.min_amount_usd", "value": 1_000, "partner": 1 });
+    assert_eq!(node.as_ops("POST", "/v1/operator/collection/settings", &post_body(low)).await.0, 202);
+    poll(&node, "/v1/operator/collection/settings", "override set", |b| {
+        b["partners"].as_array().is_some_and(|p| {
+            p.iter().any(|p| p["partner"] == 1 && p["overrides"]["collection.min_amount_usd"] == 1_000)
+        })
+    })
+    .await;
+    let run = json!({ "bmi": "RUN-SWEEP", "partner": 1 });
+    assert_eq!(node.as_ops("POST", "/v1/operator/collection/run", &post_body(run)).await.0, 202);
+    let trace = poll(&node, "/v1/operator/collection/deposits/7", "collected", |b| {
+        b["batch"]["status"] == "CONFIRMED"
+    })
+    .await;
+    let batch = trace["batch"]["batch"].as_u64().unwrap_or(0);
+    let (_, stale) = node.as_ops("GET", "/v1/operator/collection/stale", b"").await;
+    assert_eq!(stale["batches"], json!([]), "{stale}");
+    let (_, queued) = node.as_ops("GET", "/v1/operator/collection/queued", b"").await;
+    assert_eq!(queued["groups"], json!([]), "every row COLLECTED: {queued}");
+
+    // Actions on a CONFIRMED batch are refused with their codes; nothing is journaled.
+    let fail = format!("/v1/operator/collection/batches/{batch}/fail");
+    let bump = format!("/v1/operator/collection/batches/{batch}/bump-gas");
+    assert_eq!(refused(&node, "POST", &fail, json!({ "bmi": "F-1" })).await, code(409, "batch_not_stale"));
+    let body = json!({ "bmi": "G-1", "gas_price_wei": u64::MAX });
+    assert_eq!(refused(&node, "POST", &bump, body).await, code(409, "batch_not_in_flight"));
+
+    // The relayer's nonce: 1 after the sweep; a reset goes forward only.
+    let relayers = poll(&node, "/v1/operator/collection/relayers", "nonce used", |b| {
+        b["relayers"][0]["next_nonce"] == 1
+    })
+    .await;
+    assert_eq!(relayers["relayers"][0]["available"], true, "{relayers}");
+    let reset = format!("/v1/operator/collection/relayers/{RELAYER}/reset-nonce");
+    let behind = json!({ "bmi": "N-1", "chain_nonce": 0 });
+    assert_eq!(refused(&node, "POST", &reset, behind).await, code(400, "nonce_behind"));
+    let ahead = json!({ "bmi": "N-2", "chain_nonce": 4 });
+    assert_eq!(node.as_ops("POST", &reset, &post_body(ahead)).await.0, 202);
+    poll(&node, "/v1/operator/collection/relayers", "nonce reset", |b| b["relayers"][0]["next_nonce"] == 4)
+        .await;
+
+    // Ownership: DC1 at first; moved to DC2 through the journal (term 1).
+    let (_, owners) = node.as_ops("GET", "/v1/operator/plugins", b"").await;
+    assert_eq!(owners["plugins"], json!([{ "plugin": "collection", "owner": 1, "term": 0 }]), "{owners}");
+    let owner = "/v1/operator/plugins/collection/owner";
+    assert_eq!(refused(&node, "POST", owner, json!({ "center": 1 })).await, code(409, "already_owner"));
+    let (status, moved) = node.as_ops("POST", owner, &post_body(json!({ "center": 2 }))).await;
+    assert_eq!((status, &moved["term"]), (202, &json!(1)), "{moved}");
+    poll(&node, "/v1/operator/plugins", "owner moved", |b| {
+        b["plugins"] == json!([{ "plugin": "collection", "owner": 2, "term": 1 }])
+    })
+    .await;
+
+    let bmis = node.finish().await;
+    for b in ["F-1", "G-1", "N-1"] {
+        assert!(!bmis.iter().any(|x| x == b), "{b} refused, never journaled: {bmis:?}");
+    }
+    for b in ["S-HIGH", "S-LOW", "RUN-SKIP", "RUN-SWEEP", "N-2", "OWNER-1-1"] {
+        assert_eq!(bmis.iter().filter(|x| *x == b).count(), 1, "{b} journaled once: {bmis:?}");
+    }
+}
+
+/// Every bad input of the operator actions, a clear code each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn collection_operator_actions_refuse_bad_input_with_their_codes() {
+    let node = start_collection(
+        &fresh_dir("collection-ops-errors"),
+        ChainSim::new(ChainConfig::default(), 2, CHAIN_START_US),
+        1_000,
+    )
+    .await;
+    let base = "/v1/operator/collection";
+    let cases: Vec<Case> = vec![
+        ("POST", format!("{base}/batches/x/fail"), json!({ "bmi": "E-1" }), code(400, "invalid_id")),
+        ("POST", format!("{base}/batches/9/fail"), json!({ "bmi": "E-2" }), code(404, "unknown_batch")),
+        (
+            "POST",
+            format!("{base}/batches/9/fail"),
+            json!({ "bmi": "E-3", "why": 1 }),
+            code(400, "unknown_field"),
+        ),
+        ("POST", format!("{base}/batches/9/fail"), json!({}), code(400, "missing_field")),
+        (
+            "POST",
+            format!("{base}/batches/9/bump-gas"),
+            json!({ "bmi": "E-4", "gas_price_wei": 5 }),
+            code(404, "unknown_batch"),
+        ),
+        (
+            "POST",
+            format!("{base}/batches/9/bump-gas"),
+            json!({ "bmi": "E-5", "gas_price_wei": -5 }),
+            code(400, "invalid_field"),
+        ),
+        (
+            "POST",
+            format!("{base}/relayers/7/reset-nonce"),
+            json!({ "bmi": "E-6", "chain_nonce": 1 }),
+            code(404, "unknown_relayer"),
+        ),
+        (
+            "POST",
+            format!("{base}/relayers/r/reset-nonce"),
+            json!({ "bmi": "E-7", "chain_nonce": 1 }),
+            code(400, "invalid_id"),
+        ),
+        ("GET", format!("{base}/wallets/w/queued"), Value::Null, code(400, "invalid_id")),
+        (
+            "POST",
+            "/v1/operator/plugins/nope/owner".into(),
+            json!({ "center": 2 }),
+            code(404, "unknown_plugin"),
+        ),
+        (
+            "POST",
+            "/v1/operator/plugins/matching/owner".into(),
+            json!({ "center": 2 }),
+            code(404, "plugin_disabled"),
+        ),
+        (
+            "POST",
+            "/v1/operator/plugins/collection/owner".into(),
+            json!({ "center": 0 }),
+            code(400, "invalid_center"),
+        ),
+        (
+            "POST",
+            "/v1/operator/plugins/collection/owner".into(),
+            json!({ "center": 300 }),
+            code(400, "invalid_center"),
+        ),
+        (
+            "POST",
+            "/v1/operator/plugins/collection/owner".into(),
+            json!({ "centre": 2 }),
+            code(400, "unknown_field"),
+        ),
+    ];
+    for (method, path, body, want) in cases {
+        assert_eq!(refused(&node, method, &path, body.clone()).await, want, "{method} {path} {body}");
+    }
+    // A participant's key is unknown to the operator routes, reads included.
+    let (status, answer) = node.as_a("GET", &format!("{base}/stale"), b"").await;
+    assert_eq!((status, answer["code"].as_str()), (401, Some("unknown_key")), "{answer}");
+    let bmis = node.finish().await;
+    assert!(
+        bmis.iter().all(|b| !b.starts_with("E-") && !b.starts_with("OWNER-")),
+        "nothing journaled: {bmis:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_collection_its_operator_reads_answer_collection_disabled() {
+    let node = start(&fresh_dir("collection-ops-off"), false).await;
+    for path in ["stale", "queued", "skipped", "settings", "relayers"] {
+        let (status, answer) = node.as_ops("GET", &format!("/v1/operator/collection/{path}"), b"").await;
+        assert_eq!((status, answer["code"].as_str()), (404, Some("collection_disabled")), "{path}: {answer}");
+    }
+    let (status, answer) = node.as_ops("GET", "/v1/operator/plugins", b"").await;
+    assert_eq!((status, &answer["plugins"]), (200, &json!([])), "{answer}");
+    node.finish().await;
+}

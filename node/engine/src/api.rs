@@ -12,7 +12,9 @@
 //!   did not submit. A retry of a `bmi` the tracker no longer knows (after a restart) is silently
 //!   deduplicated by the sequencer: the request then waits its 10 s and is answered ACSP without a
 //!   seq; its status is found later through a new submission's conflict answer or the databases.
-//! * **Balances and statements**: the read model starts from the ledger stored at start and is
+//! * **Balances, statements and plugin reads**: the read model starts from the ledger and the
+//!   plugin state stored at start (one seq: they are committed together; its plugin replica is
+//!   the node's plugin set, restored from the center's checkpoints) and is
 //!   fed every entry the committer commits (in seq order; bounded queue — a slow read model holds
 //!   the committer back rather than losing an entry), applying those at or below the highest
 //!   final seq the center task shows. Statements therefore cover what was applied since the node
@@ -97,6 +99,8 @@ pub struct ApiInputs {
     pub credentials: rtgs_api::config::Credentials,
     /// The ledger as stored when the center started (the read model starts from it).
     pub ledger: rtgs_core::ledger::Ledger,
+    /// The node's plugins as stored at the same seq (the read model's replica).
+    pub plugins: rtgs_core::plugin_host::PluginHost,
     /// Every committed entry, in seq order.
     pub feed: mpsc::Receiver<Vec<Entry>>,
     /// Every seq up to here is final.
@@ -141,12 +145,9 @@ pub async fn start(i: ApiInputs) -> Result<Vec<Task>, EngineError> {
     let link = EngineLink {
         submit: Arc::new(InboundQueue { tx: submit_tx }),
         events: events_rx,
-        // The read model's replica hosts no plugins here: the plugins' audit endpoints answer on
-        // `rtgs serve` only (a known limit, issue "Operating the production engine").
-        read_model: rtgs_api::read_model::ReadModel::new(
-            i.ledger,
-            rtgs_core::plugin_host::PluginHost::empty(CenterId(0)),
-        ),
+        // The replica hosts the node's plugins from the seq of the ledger: the plugins' audit
+        // and operator endpoints answer as on `rtgs serve`.
+        read_model: rtgs_api::read_model::ReadModel::new(i.ledger, i.plugins),
         feed: Box::new(AppliedFeed(i.feed)),
         final_through,
     };

@@ -99,6 +99,9 @@ pub struct Started {
     pub tasks: Vec<Task>,
     /// The ledger as stored (the API's read model starts from it).
     pub ledger: rtgs_core::ledger::Ledger,
+    /// The plugin state restored with it, at the same seq (the read model's plugin replica
+    /// starts from it); empty without plugins or on a fresh center.
+    pub plugins: Vec<rtgs_core::plugin_host::PluginCheckpoint>,
 }
 
 /// Restores the center from its database and builds its tasks (see the module docs).
@@ -127,6 +130,7 @@ pub async fn start(i: CenterInputs) -> Result<Started, EngineError> {
         tracing::info!(center = %i.name, "{} notices owed from before the restart", awaiting.len());
     }
     let ledger = stored.ledger.clone();
+    let plugin_checkpoints = if host.is_empty() { Vec::new() } else { host.checkpoints() };
     let (journal_next, ack_next) = (stored.journal_next(), stored.ack_next());
     let config = CenterConfig {
         commit_rows: true,
@@ -228,7 +232,7 @@ pub async fn start(i: CenterInputs) -> Result<Started, EngineError> {
         Box::pin(committer.run()),
         Box::pin(publisher.run()),
     ];
-    Ok(Started { tasks, ledger })
+    Ok(Started { tasks, ledger, plugins: plugin_checkpoints })
 }
 
 /// The center task (see the module docs).

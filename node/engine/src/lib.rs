@@ -56,7 +56,7 @@ pub mod rebuild;
 pub mod sequencer;
 pub mod status;
 
-use crate::error::EngineError;
+use crate::error::{EngineError, Invariant};
 use crate::limits::{
     BROKER_WAIT_PAUSE, CENTER_POOL_CONNECTIONS, FEED_QUEUE_BATCHES, LEASE_POOL_CONNECTIONS,
     OUTBOX_POOL_CONNECTIONS, SEQUENCER_POOL_CONNECTIONS, TOPICS_TIMEOUT, WORKER_THREADS,
@@ -318,6 +318,7 @@ async fn start(
             listen: api::listen_address(api.listen, config.port_offset)?,
             credentials,
             ledger: started.ledger,
+            plugins: replica_host(config, &started.plugins)?,
             feed,
             final_through,
         };
@@ -334,6 +335,21 @@ async fn start(
     tasks.spawn(broker_loss::watch(name.clone()));
     tracing::info!(center = %name, "running");
     Ok(())
+}
+
+/// The read model's plugin replica: the node's plugin set (as `rtgs serve` gives its read model),
+/// restored from the checkpoints the center restored — so it starts at the ledger's seq and
+/// applies the same entries after it. `CenterId(0)`: no center, never owner, executes nothing.
+fn replica_host(
+    config: &NodeConfig,
+    checkpoints: &[rtgs_core::plugin_host::PluginCheckpoint],
+) -> Result<rtgs_core::plugin_host::PluginHost, EngineError> {
+    let mut host = config.plugins.host(CenterId(0));
+    if !checkpoints.is_empty() {
+        host.restore_checkpoints(checkpoints)
+            .map_err(|e| Invariant(format!("the API's plugin replica does not restore: {e}")))?;
+    }
+    Ok(host)
 }
 
 /// Until a signal (`Ok`) or the first task that ends (`Err`: none is meant to).

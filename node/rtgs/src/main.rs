@@ -17,6 +17,8 @@
 //! * `reconcile` ([`reconcile`]) — compare the production engine's center databases.
 //! * `status` ([`status`]) — every center of a running production cluster, from each node's
 //!   `GET /status`.
+//! * `ops` ([`ops`]) — plugin operations (collection, withdrawal, matching, plugin owners) as
+//!   signed operator requests to a node's API.
 //! * `serve` ([`serve`]) — the embedded cluster behind the participant HTTP API (`rtgs-api`).
 //! * [`plugin_flags`] — the plugin flags every command shares, built into `rtgs_plugins`'s one
 //!   `PluginsConfig`.
@@ -34,6 +36,7 @@ mod http_load;
 mod load;
 mod matching;
 mod node;
+mod ops;
 mod pg_args;
 mod plugin_flags;
 mod rebuild;
@@ -87,6 +90,9 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Load a running `rtgs serve` with signed HTTP requests; report requests/s and latency.
     HttpLoad(http_load::HttpLoadArgs),
+    /// Plugin operations through a node's API (collection, withdrawal, matching, plugin owners):
+    /// signed operator requests; exit 1 with the API's code and message on a refusal.
+    Ops(ops::OpsArgs),
 }
 
 fn main() -> ExitCode {
@@ -105,6 +111,7 @@ fn main() -> ExitCode {
         Command::Status(args) => status::run(args),
         Command::Serve(args) => serve::run(args),
         Command::HttpLoad(args) => http_load::run(args),
+        Command::Ops(args) => ops::run(args),
     };
     match result {
         Ok(code) => code,

@@ -119,3 +119,133 @@ fn the_api_serves_participants_on_the_production_engine() {
     c.reconcile();
     c.assert_exactly_once_and_final("API", 52);
 }
+
+/// The address DC`center`'s API announced last (a restarted node appends to its log).
+fn api_addr_latest(c: &Cluster, center: usize, after_lines: usize) -> SocketAddr {
+    let started = Instant::now();
+    loop {
+        let log = std::fs::read_to_string(c.dir.join(format!("dc{center}.log"))).unwrap_or_default();
+        let found = log
+            .lines()
+            .skip(after_lines)
+            .filter_map(|l| l.split_once("API listening on http://").map(|(_, a)| a.trim().to_string()))
+            .last();
+        if let Some(addr) = found {
+            return addr.parse().unwrap_or_else(|e| panic!("{addr}: {e}"));
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "DC{center} announced no API:\n{log}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// `rtgs ops` against `api` with the operator's secret from a file: (exit code, stdout, stderr).
+fn ops(c: &Cluster, api: SocketAddr, args: &[&str]) -> (i32, String, String) {
+    let secret_file = c.dir.join("ops.secret");
+    std::fs::write(&secret_file, format!("{}\n", OPS.1)).unwrap_or_else(|e| panic!("{e}"));
+    let out = std::process::Command::new(common::BIN)
+        .args(["ops", "--api", &format!("http://{api}"), "--key", OPS.0])
+        .arg("--secret-file")
+        .arg(&secret_file)
+        .args(args)
+        .env_remove("RTGS_OPS_SECRET")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run rtgs ops: {e}"));
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    assert!(!stdout.contains(OPS.1) && !stderr.contains(OPS.1), "the secret is never printed");
+    (out.status.code().unwrap_or(-1), stdout, stderr)
+}
+
+/// Plugin reads and operations on the production engine: the collection plugin's GET routes
+/// answer on `rtgs node --api-config` (the read model's replica of the node's plugins), an
+/// operator's setting and an ownership move made with `rtgs ops` through one center take effect
+/// on all three (each center's API, status and stored plugin state), a refusal is exit 1 with
+/// the API's code, and a center killed with SIGKILL serves the same answers from its stored
+/// plugin state when it comes back.
+#[test]
+fn plugin_operations_take_effect_on_every_center_of_the_production_engine() {
+    let _one = lock();
+    let mut c = Cluster::new("apiops");
+    let config_path = c.dir.join("participants.json");
+    std::fs::write(&config_path, config()).unwrap_or_else(|e| panic!("{e}"));
+    for env in &mut c.extra_env {
+        env.push(("RTGS_API_CONFIG".into(), config_path.display().to_string()));
+        env.push(("RTGS_API_LISTEN".into(), "127.0.0.1:0".into()));
+        env.push(("RTGS_COLLECTION".into(), "true".into()));
+        env.push(("RTGS_COLLECTION_WALLETS".into(), "4".into()));
+        env.push(("RTGS_COLLECTION_RELAYERS".into(), "2".into()));
+    }
+    c.start_all();
+    let api = api_addrs(&c);
+
+    // The audit routes answer on production (not collection_disabled).
+    for addr in &api {
+        let (status, answer) = call(*addr, OPS, "GET", "/v1/operator/collection/settings", &Value::Null);
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(answer["global"]["collection.min_amount_usd"], 1_000_000, "the default: {answer}");
+        let (status, answer) = call(*addr, OPS, "GET", "/v1/operator/collection/stale", &Value::Null);
+        assert_eq!((status, &answer["batches"]), (200, &json!([])), "{answer}");
+    }
+
+    // A setting changed through DC2 with `rtgs ops`, read back through every center's API.
+    let (code, out, err) = ops(
+        &c,
+        api[1],
+        &["--bmi", "OPS-SET-1", "collection", "settings", "--set", "collection.min_amount_usd=2000000"],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    for addr in &api {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let (_, s) = call(*addr, OPS, "GET", "/v1/operator/collection/settings", &Value::Null);
+            if s["global"]["collection.min_amount_usd"] == 2_000_000 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{addr}: the setting never showed: {s}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    // A refusal: exit 1 with the API's code, nothing journaled.
+    let (code, _, err) = ops(&c, api[0], &["collection", "fail-stale", "--batch", "999"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("unknown_batch"), "{err}");
+
+    // Ownership moved to DC3 through DC1's API: every center's host shows it.
+    let (code, out, err) = ops(&c, api[0], &["owner", "--plugin", "collection", "--center", "3"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let moved: Value = serde_json::from_str(&out).unwrap_or(Value::Null);
+    assert_eq!((&moved["term"], &moved["bmi"]), (&json!(1), &json!("OWNER-1-1")), "{out}");
+    c.wait("DC3 to own collection on every center", 40, |s| {
+        s.iter().all(|s| {
+            s.as_ref().is_some_and(|s| s["plugins"]["owner_center"] == 3 && s["plugins"]["owner_term"] == 1)
+        })
+    });
+    let (code, out, _) = ops(&c, api[1], &["owner"]);
+    assert_eq!(code, 0);
+    let owners: Value = serde_json::from_str(&out).unwrap_or(Value::Null);
+    assert_eq!(owners["plugins"], json!([{ "plugin": "collection", "owner": 3, "term": 1 }]), "{out}");
+    c.wait_converged(30);
+    common::assert_stored_states_agree(&c, "collection");
+
+    // A center killed and started again: its API's replica starts from its stored plugin state.
+    let lines_before = c.log(2).lines().count();
+    c.kill9(2);
+    c.start(2);
+    let dc2 = api_addr_latest(&c, 2, lines_before);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (settings, owners) = loop {
+        let (_, settings) = call(dc2, OPS, "GET", "/v1/operator/collection/settings", &Value::Null);
+        let (_, owners) = call(dc2, OPS, "GET", "/v1/operator/plugins", &Value::Null);
+        if settings["global"]["collection.min_amount_usd"] == 2_000_000 || Instant::now() > deadline {
+            break (settings, owners);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(settings["global"]["collection.min_amount_usd"], 2_000_000, "{settings}");
+    assert_eq!(owners["plugins"], json!([{ "plugin": "collection", "owner": 3, "term": 1 }]), "{owners}");
+    assert!(c.log(2).contains("(stored state)"), "DC2 resumed from its stored plugin state:\n{}", c.log(2));
+    c.wait_converged(30);
+    c.reconcile();
+}

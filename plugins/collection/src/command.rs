@@ -77,6 +77,18 @@ wire_struct! {
 }
 
 wire_struct! {
+    /// Operator: move a relayer's next nonce forward to the chain's nonce (its mined transaction
+    /// count, read from the chain by the operator). Only forward and only while the relayer is
+    /// idle (nothing LOCKED, nothing STALE or given up): it can skip nonces, never reuse one
+    /// (see `reset`).
+    #[derive(Copy, Clone, PartialEq, Eq, Debug)]
+    pub struct ResetNonce {
+        pub relayer: RelayerId,
+        pub chain_nonce: u64,
+    }
+}
+
+wire_struct! {
     /// One wallet's balance in a [`BalancesRead`].
     #[derive(Copy, Clone, PartialEq, Eq, Debug)]
     pub struct BalanceRow {
@@ -158,6 +170,7 @@ pub enum CollectionCommand {
     FailStale(FailStale),
     BumpGas(BumpGas),
     RunNow(RunNow),
+    ResetNonce(ResetNonce),
     BalancesRead(BalancesRead),
     BalancesReadFailed(BalancesReadFailed),
     BroadcastResult(BroadcastResult),
@@ -173,6 +186,7 @@ pub mod op {
     pub const FAIL_STALE: u16 = 4;
     pub const BUMP_GAS: u16 = 5;
     pub const RUN_NOW: u16 = 6;
+    pub const RESET_NONCE: u16 = 7;
     pub const BALANCES_READ: u16 = 16;
     pub const BALANCES_READ_FAILED: u16 = 17;
     pub const BROADCAST_RESULT: u16 = 18;
@@ -191,6 +205,7 @@ impl CollectionCommand {
             C::FailStale(c) => (op::FAIL_STALE, to_vec(c)),
             C::BumpGas(c) => (op::BUMP_GAS, to_vec(c)),
             C::RunNow(c) => (op::RUN_NOW, to_vec(c)),
+            C::ResetNonce(c) => (op::RESET_NONCE, to_vec(c)),
             C::BalancesRead(c) => (op::BALANCES_READ, to_vec(c)),
             C::BalancesReadFailed(c) => (op::BALANCES_READ_FAILED, to_vec(c)),
             C::BroadcastResult(c) => (op::BROADCAST_RESULT, to_vec(c)),
@@ -208,6 +223,7 @@ impl CollectionCommand {
             op::FAIL_STALE => C::FailStale(from_slice(body)?),
             op::BUMP_GAS => C::BumpGas(from_slice(body)?),
             op::RUN_NOW => C::RunNow(from_slice(body)?),
+            op::RESET_NONCE => C::ResetNonce(from_slice(body)?),
             op::BALANCES_READ => C::BalancesRead(from_slice(body)?),
             op::BALANCES_READ_FAILED => C::BalancesReadFailed(from_slice(body)?),
             op::BROADCAST_RESULT => C::BroadcastResult(from_slice(body)?),
@@ -272,6 +288,7 @@ pub(crate) mod tests {
             C::RegisterRelayer(RegisterRelayer { chain: ChainId(1), relayer: RelayerId(9), next_nonce: 4 }),
             C::FailStale(FailStale { batch: BatchId(5) }),
             C::BumpGas(BumpGas { batch: BatchId(5), gas_price_wei: 30_000_000_000 }),
+            C::ResetNonce(ResetNonce { relayer: RelayerId(9), chain_nonce: 12 }),
             C::BalancesRead(BalancesRead {
                 effect_id: 1 << 16,
                 chain: ChainId(1),

@@ -22,6 +22,9 @@
 //!   Its rules live in three sibling modules: `schedule` (scheduled runs and the stale monitor,
 //!   both driven by `Tick`s), `sweep` (balance results, skip rules, the batch lifecycle and the
 //!   race fix, given-up nonces) and `nonce` (the relayer nonce manager and batch dispatch).
+//! * [`query`] — read-only operator queries: STALE batches, QUEUED rows per wallet, skipped
+//!   groups with reasons, partners' settings.
+//! * `reset` — the operator's relayer nonce reset (forward only, idle relayers only).
 //! * [`checkpoint`] — whole-state encode/decode, state hash, derived indexes and invariants.
 //! * [`chain_sim`] — the [`ChainAdapter`] trait and [`ChainSim`]: the shared deterministic
 //!   EVM-like chain simulator (`rtgs_chain_sim::evm`, injectable faults) with the collection's
@@ -64,6 +67,8 @@ pub mod limits;
 mod nonce;
 mod pending;
 pub mod plugin;
+pub mod query;
+mod reset;
 mod schedule;
 pub mod settings;
 pub mod state;

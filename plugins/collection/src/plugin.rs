@@ -79,6 +79,7 @@ impl CollectionPlugin {
             C::RegisterRelayer(c) => self.on_register_relayer(c),
             C::FailStale(c) => self.on_fail_stale(c, out),
             C::BumpGas(c) => self.on_bump_gas(c, out),
+            C::ResetNonce(c) => self.on_reset_nonce(c),
             C::RunNow(c) => {
                 self.run_now(c.partner, out);
                 Ok(())

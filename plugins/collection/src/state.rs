@@ -285,6 +285,11 @@ code_enum! {
         InvalidResult = 12,
         /// The batch waits for an answer (a lookup or another bump): try again later.
         AnswerAwaited = 13,
+        UnknownRelayer = 14,
+        /// A nonce reset while the relayer has a nonce LOCKED, STALE or given up.
+        RelayerBusy = 15,
+        /// A nonce reset below the relayer's next nonce (it could reuse a nonce).
+        NonceBehind = 16,
     }
 }
 

@@ -27,18 +27,19 @@
 //! only: no PII is read or written here. On a node that does not run the matching plugin every
 //! route answers 404 `matching_disabled`.
 
+use super::{parse_id, with_seq, ApiPlugin};
 use crate::auth::Participant;
 use crate::checks::{parse_bmi, parse_json};
 use crate::edge::Path;
 use crate::error::ApiError;
 use crate::pii::{Customer, PII_FIELD_CHARS_MAX};
-use crate::server::{accepted, authenticated, submit, AppState};
+use crate::server::{authenticated, AppState};
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use rtgs_core::entry::{Payload, Seq};
+use rtgs_core::entry::Seq;
 use rtgs_matching::command::{
     Decide, Decision, LegPaid, LpTradeCompleted, MatchingCommand, Resolution, Resolve, SetPartnerSettings,
 };
@@ -84,7 +85,7 @@ struct ResolveRequest {
 }
 
 fn disabled() -> ApiError {
-    ApiError::new(StatusCode::NOT_FOUND, "matching_disabled", "matching is not enabled on this node")
+    <MatchingPlugin as ApiPlugin>::disabled()
 }
 
 /// This plugin's routes.
@@ -172,7 +173,7 @@ async fn leg_paid(State(state): State<Arc<AppState>>, request: Request) -> Resul
 }
 
 fn enabled(state: &AppState) -> bool {
-    state.read_model.plugins(|host, _| rtgs_plugins::matching(host).is_some()).unwrap_or(false)
+    super::enabled::<MatchingPlugin>(state)
 }
 
 async fn journal(
@@ -181,38 +182,14 @@ async fn journal(
     owner: &Arc<str>,
     cmd: MatchingCommand,
 ) -> Result<Response, ApiError> {
-    if !enabled(state) {
-        return Err(disabled());
-    }
-    let bmi = parse_bmi(bmi_text)?;
-    let command =
-        cmd.to_plugin_command().map_err(|e| ApiError::bad_request("invalid_field", e.to_string()))?;
-    let seq = submit(state, bmi, owner, Payload::Plugin(command)).await?;
-    Ok(accepted(bmi, seq))
+    super::journal::<MatchingPlugin>(state, bmi_text, owner, cmd.to_plugin_command()).await
 }
 
-/// Runs `f` over the replica's matching plugin once the read model has applied everything
-/// already final (read-your-writes).
 async fn with_plugin<R>(
     state: &AppState,
     f: impl FnOnce(&MatchingPlugin) -> Result<R, ApiError>,
 ) -> Result<(R, Seq), ApiError> {
-    if !enabled(state) {
-        return Err(disabled());
-    }
-    crate::server::read_model_caught_up(&state.read_model).await?;
-    state
-        .read_model
-        .plugins(|host, seq| {
-            let plugin = rtgs_plugins::matching(host).ok_or_else(disabled)?;
-            Ok((f(plugin)?, seq))
-        })
-        .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "read_model_failed", e))?
-}
-
-fn parse_id(text: &str, what: &str) -> Result<u64, ApiError> {
-    text.parse()
-        .map_err(|_| ApiError::bad_request("invalid_id", format!("{what} id {text:?} is not a number")))
+    super::with_plugin(state, f).await
 }
 
 fn unknown_order(id: OrderId) -> ApiError {
@@ -359,13 +336,6 @@ fn settings_json(s: PartnerSettings, own: bool) -> Value {
         "decision_grace_s": s.decision_grace_s,
         "own": own,
     })
-}
-
-fn with_seq(mut v: Value, seq: Seq) -> Value {
-    if let Some(o) = v.as_object_mut() {
-        o.insert("as_of_seq".into(), json!(seq));
-    }
-    v
 }
 
 /// The widget: the order, its session's state and window (`AWAITING_USER_DECISION` is when the

@@ -13,16 +13,17 @@
 //! participant sees only withdrawals from its own accounts: another's is 404 as if unknown. On a
 //! node that does not run the withdrawal plugin every route answers 404 `withdrawal_disabled`.
 
-use crate::checks::{parse_bmi, parse_json};
+use super::{with_seq, ApiPlugin};
+use crate::checks::parse_json;
 use crate::edge::Path;
 use crate::error::ApiError;
-use crate::server::{accepted, authenticated, submit, AppState};
+use crate::server::{authenticated, AppState};
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use rtgs_core::entry::{AccountId, Payload, Seq};
+use rtgs_core::entry::{AccountId, Seq};
 use rtgs_withdrawal::chain::{AssetParams, ChainFamily, ChainParams, VaultParams};
 use rtgs_withdrawal::command::{
     CreateWithdrawal, DestinationType, Operate, RequestKind, SetSetting, SetVaultEnabled, WithdrawalCommand,
@@ -178,7 +179,7 @@ struct SettingRequest {
 }
 
 fn disabled() -> ApiError {
-    ApiError::new(StatusCode::NOT_FOUND, "withdrawal_disabled", "withdrawals are not enabled on this node")
+    <WithdrawalPlugin as ApiPlugin>::disabled()
 }
 
 fn unknown(id: u64) -> ApiError {
@@ -305,7 +306,7 @@ async fn set_setting(State(state): State<Arc<AppState>>, request: Request) -> Re
 }
 
 fn enabled(state: &AppState) -> bool {
-    state.read_model.plugins(|host, _| rtgs_plugins::withdrawal(host).is_some()).unwrap_or(false)
+    super::enabled::<WithdrawalPlugin>(state)
 }
 
 async fn journal(
@@ -314,11 +315,7 @@ async fn journal(
     owner: &Arc<str>,
     cmd: WithdrawalCommand,
 ) -> Result<Response, ApiError> {
-    let bmi = parse_bmi(bmi_text)?;
-    let command =
-        cmd.to_plugin_command().map_err(|e| ApiError::bad_request("invalid_field", e.to_string()))?;
-    let seq = submit(state, bmi, owner, Payload::Plugin(command)).await?;
-    Ok(accepted(bmi, seq))
+    super::journal::<WithdrawalPlugin>(state, bmi_text, owner, cmd.to_plugin_command()).await
 }
 
 fn text(field: &str, value: Option<&str>, max: usize) -> Result<Option<Text>, ApiError> {
@@ -392,28 +389,15 @@ async fn create(State(state): State<Arc<AppState>>, request: Request) -> Result<
     journal(&state, &req.bmi, &participant.key_id, cmd).await
 }
 
-/// Runs `f` over the replica's withdrawal plugin once the read model has applied everything
-/// already final (read-your-writes).
 async fn with_plugin<R>(
     state: &AppState,
     f: impl FnOnce(&WithdrawalPlugin) -> Result<R, ApiError>,
 ) -> Result<(R, Seq), ApiError> {
-    if !enabled(state) {
-        return Err(disabled());
-    }
-    crate::server::read_model_caught_up(&state.read_model).await?;
-    state
-        .read_model
-        .plugins(|host, seq| {
-            let plugin = rtgs_plugins::withdrawal(host).ok_or_else(disabled)?;
-            Ok((f(plugin)?, seq))
-        })
-        .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "read_model_failed", e))?
+    super::with_plugin(state, f).await
 }
 
 fn parse_id(text: &str) -> Result<u64, ApiError> {
-    text.parse()
-        .map_err(|_| ApiError::bad_request("invalid_id", format!("withdrawal id {text:?} is not a number")))
+    super::parse_id(text, "withdrawal")
 }
 
 /// A withdrawal, or the refusal of the request with that seq; `owned` decides who may see it.
@@ -611,11 +595,4 @@ fn withdrawal_json(w: &Withdrawal) -> Value {
             "refused": o.refused().as_ref().map(|r| r.code.name()),
         })).collect::<Vec<_>>(),
     })
-}
-
-fn with_seq(mut v: Value, seq: Seq) -> Value {
-    if let Some(o) = v.as_object_mut() {
-        o.insert("as_of_seq".into(), json!(seq));
-    }
-    v
 }

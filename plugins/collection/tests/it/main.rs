@@ -8,6 +8,7 @@ mod fixes;
 mod journal;
 mod perf;
 mod props;
+mod reset;
 mod rules;
 mod support;
 mod time;
