@@ -157,7 +157,8 @@ impl WithdrawalPlugin {
             return;
         }
         self.st.alert_id_last += 1;
-        let alert = OpenAlert { id: self.st.alert_id_last, kind, withdrawal: w.id, since_us: now, closes_at_us };
+        let alert =
+            OpenAlert { id: self.st.alert_id_last, kind, withdrawal: w.id, since_us: now, closes_at_us };
         self.st.alerts.insert(key, alert);
         self.st.counters.alerts += 1;
     }

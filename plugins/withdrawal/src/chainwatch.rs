@@ -17,8 +17,8 @@
 
 use rtgs_chain_sim::answer::{BroadcastOutcome, Receipt, ReceiptStatus};
 
-use crate::command::*;
 use crate::alert::AlertKind;
+use crate::command::*;
 use crate::limits::*;
 use crate::operation::Refusal;
 use crate::plugin::{Ctx, WithdrawalPlugin};

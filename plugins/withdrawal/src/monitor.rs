@@ -22,8 +22,8 @@
 //! signature timeout is given up (the original stays out). A lost answer is also re-asked by
 //! the owner that takes over (`pending_effects`).
 
-use crate::command::RequestKind;
 use crate::alert::AlertKind;
+use crate::command::RequestKind;
 use crate::limits::*;
 use crate::plugin::{Ctx, WithdrawalPlugin};
 use crate::settings::SettingKey;

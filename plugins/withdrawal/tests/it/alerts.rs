@@ -90,7 +90,10 @@ fn a_broadcast_rejection_is_an_event_an_operator_answer_acknowledges() {
     assert!(a.closes_at_us.is_some(), "an event");
     assert_eq!(fx.op(id, OperationKind::Dismiss), None);
     assert_eq!(alert(&fx, AlertKind::BroadcastRejected, id), None, "dismissed: acknowledged");
-    assert_eq!(fx.op(id, OperationKind::Dismiss).map(|r| r.code), Some(rtgs_withdrawal::operation::RefuseCode::NoAlert));
+    assert_eq!(
+        fx.op(id, OperationKind::Dismiss).map(|r| r.code),
+        Some(rtgs_withdrawal::operation::RefuseCode::NoAlert)
+    );
     fx.check();
 }
 
@@ -177,8 +180,9 @@ fn open_alerts_survive_an_owner_failover_with_the_same_ids() {
     let (replayed, _) = replay(fx.d.journal());
     assert_eq!(plugin_alerts(&replayed), before);
     assert_eq!(open(&replayed), open(fx.p()));
-    assert!(before.iter().all(|a| a.plugin == rtgs_core::entry::PluginKind::Withdrawal
-        && a.subject.starts_with("withdrawal:")));
+    assert!(before.iter().all(
+        |a| a.plugin == rtgs_core::entry::PluginKind::Withdrawal && a.subject.starts_with("withdrawal:")
+    ));
 }
 
 #[test]

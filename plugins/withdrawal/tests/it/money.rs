@@ -3,9 +3,9 @@
 //! ledger's conservation (`Σ balances + Σ holds = Σ funded`) and the plugin's invariants.
 
 use rtgs_chain_sim::answer::{BroadcastOutcome, ReceiptStatus};
+use rtgs_withdrawal::alert::AlertKind;
 use rtgs_withdrawal::chain::AssetParams;
 use rtgs_withdrawal::command::*;
-use rtgs_withdrawal::alert::AlertKind;
 use rtgs_withdrawal::operation::RefuseCode;
 use rtgs_withdrawal::settings::SECOND_US;
 use rtgs_withdrawal::state::Money;

@@ -431,7 +431,6 @@ pub fn kinds(effects: &[(u64, WithdrawalEffect)]) -> Vec<&'static str> {
         .collect()
 }
 
-
 /// A plugin command that does not decode.
 pub fn garbage() -> Payload {
     Payload::Plugin(PluginCommand { plugin: PluginKind::Withdrawal, op: 1, body: vec![1, 2, 3] })

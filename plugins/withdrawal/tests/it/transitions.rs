@@ -2,8 +2,8 @@
 //! a webhook, a timer, an operation), with the money it moves.
 
 use rtgs_chain_sim::answer::{BroadcastOutcome, ReceiptStatus, RejectCode};
-use rtgs_withdrawal::command::*;
 use rtgs_withdrawal::alert::AlertKind;
+use rtgs_withdrawal::command::*;
 use rtgs_withdrawal::effect::WithdrawalEffect;
 use rtgs_withdrawal::operation::{OpParams, OperationKind};
 use rtgs_withdrawal::records::Purpose;
