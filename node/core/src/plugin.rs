@@ -245,6 +245,15 @@ pub trait EffectAdapter: Send {
     /// and a new owner — is deduplicated by the sequencer.
     fn poll(&mut self, now_us: u64, out: &mut Vec<(Bmi, PluginCommand)>);
 
+    /// The plugins' open alerts ([`PluginAlert`]) as an operator reads them on a node's status
+    /// — at least once: the same alert, by id, again while it stays open. An adapter that plays
+    /// the people around its plugin (a simulated operator console) answers them; a real one
+    /// ignores them (Prometheus and Alertmanager deliver them). Drivers call it with a center's
+    /// view, not necessarily the owner's.
+    fn alerts_seen(&mut self, alerts: &[PluginAlert], now_us: u64) {
+        let _ = (alerts, now_us);
+    }
+
     /// Named figures for reports.
     fn figures(&self, out: &mut Vec<(&'static str, u64)>) {
         let _ = out;

@@ -320,6 +320,13 @@ impl CenterThread {
         }
         if !out.effects.is_empty() {
             self.send_to_adapter(ToAdapter::Effects(me, std::mem::take(&mut out.effects)));
+            // With the owner's effects, its open alerts (the operators' console: an adapter
+            // that plays operators answers them).
+            let mut alerts = Vec::new();
+            self.center.host().alerts_open(&mut alerts);
+            if !alerts.is_empty() {
+                self.send_to_adapter(ToAdapter::Alerts(alerts));
+            }
         }
         if !out.commands.is_empty() {
             self.send_to_adapter(ToAdapter::Submit(std::mem::take(&mut out.commands)));

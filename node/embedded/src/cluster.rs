@@ -199,6 +199,8 @@ const FIGURES_INTERVAL: Duration = Duration::from_millis(100);
 pub(crate) enum ToAdapter {
     Effects(CenterId, Vec<Effect>),
     Submit(Vec<Command>),
+    /// The owner's open plugin alerts, sent with its effects.
+    Alerts(Vec<rtgs_core::plugin::PluginAlert>),
 }
 
 pub(crate) fn publish(slot: &Mutex<Figures>, figures: Figures) {
@@ -826,6 +828,7 @@ fn run_adapter(
                     adapter.execute(e, now);
                 }
             }
+            Ok(ToAdapter::Alerts(alerts)) => adapter.alerts_seen(&alerts, submitter.clock().now_us()),
             Ok(ToAdapter::Submit(commands)) => {
                 for chunk in commands.chunks(SUBMISSION_COMMANDS_MAX) {
                     submitter.submit(chunk.to_vec()).map_err(|e| e.to_string())?;

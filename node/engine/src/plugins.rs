@@ -310,6 +310,10 @@ impl Adapter {
             // Only the live owner talks to the outside world: the others' results would be
             // duplicates.
             if *self.live_owner.borrow() {
+                // The open alerts of the last snapshot, as the status shows them: an adapter that
+                // plays operators (the demo's withdrawal world) answers them.
+                let alerts = lock(&self.status.host).alerts.clone();
+                self.adapter.alerts_seen(&alerts, crate::clock::wall_us());
                 results.clear();
                 self.adapter.poll(crate::clock::wall_us(), &mut results);
                 let commands: Vec<Command> = results

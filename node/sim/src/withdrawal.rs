@@ -9,9 +9,9 @@
 //! tests in the plugin crate and `--withdrawal-faults` turns them on here too.
 //!
 //! **End checks** (on a converged center's plugin): every request journaled was taken or
-//! refused, every withdrawal ended with nothing open (an AML alert lost with a crashed owner is
-//! raised again by the plugin, and the simulated operators answer it), at least one COMPLETED; no withdrawal paid twice on any chain and
-//! nothing on a chain the plugin did not sign and record; COMPLETED ones paid once and settled,
+//! refused, every withdrawal ended with nothing open (an AML alert is open in the replicated state, so
+//! a crashed owner loses none, and the simulated operators read it off an up center and answer
+//! it), at least one COMPLETED; no withdrawal paid twice on any chain and nothing on a chain the plugin did not sign and record; COMPLETED ones paid once and settled,
 //! the others not paid and their money back (`rtgs_withdrawal::world::check_paid_once`). The
 //! cluster's checks add identical plugin state on every center and conservation.
 
@@ -104,6 +104,10 @@ impl EffectAdapter for WithdrawalSim {
             }
             self.requests_sent += 1;
         }
+    }
+
+    fn alerts_seen(&mut self, alerts: &[rtgs_core::plugin::PluginAlert], now_us: u64) {
+        self.world.alerts_seen(alerts, now_us);
     }
 
     fn figures(&self, out: &mut Vec<(&'static str, u64)>) {

@@ -422,6 +422,13 @@ impl EffectAdapter for Adapters {
         }
     }
 
+    fn alerts_seen(&mut self, alerts: &[rtgs_core::plugin::PluginAlert], now_us: u64) {
+        // Only the withdrawal world plays operators who answer alerts.
+        if let Some(a) = self.withdrawal.as_mut() {
+            a.alerts_seen(alerts, now_us);
+        }
+    }
+
     fn figures(&self, out: &mut Vec<(&'static str, u64)>) {
         if let Some(a) = &self.collection {
             a.figures(out);

@@ -17,8 +17,8 @@
 
 use rtgs_chain_sim::answer::{BroadcastOutcome, Receipt, ReceiptStatus};
 
+use crate::alert::AlertKind;
 use crate::command::*;
-use crate::effect::AlertKind;
 use crate::limits::*;
 use crate::operation::Refusal;
 use crate::plugin::{Ctx, WithdrawalPlugin};
@@ -258,7 +258,7 @@ impl WithdrawalPlugin {
         }
         if w.status == Status::Broadcasting {
             self.move_to(cx, w, Status::Stale, Cause::NoReceipt)?;
-            self.alert(cx, w, crate::effect::AlertKind::Stale);
+            self.alert(cx, w, AlertKind::Stale);
         }
         if !pending {
             if let Some(last) = w.round_attempts().last().map(|a| *a.number()) {

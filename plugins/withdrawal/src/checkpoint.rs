@@ -17,7 +17,8 @@ pub use crate::wire::CheckpointError;
 use crate::wire::{check, hash_checkpoint, read_checkpoint, write_checkpoint, Sink};
 
 /// Checkpoint format version.
-pub const CHECKPOINT_VERSION: u8 = 1;
+/// 2: open alerts (`State::alerts`), the alert hold setting.
+pub const CHECKPOINT_VERSION: u8 = 2;
 const STATE_HASH_SEED: u64 = 0x3D1D_4A7A_0000_0001;
 
 /// Lookup structures derived from [`State`]; never encoded.
@@ -175,6 +176,7 @@ impl Index {
                 .is_some_and(|c| c.family.ordered_slots());
             check(!ordered || ids.len() <= 1, "two unsent slots on an ordered vault")?;
         }
+        crate::alert::check_alerts(st)?;
         Ok(ix)
     }
 }

@@ -145,8 +145,12 @@ impl<A: EffectAdapter> Driver<A> {
         }
     }
 
-    /// Journals whatever results the adapter has ready now (the sequencer's dedupe applies).
+    /// Shows the adapter the plugin's open alerts (the operators' console), then journals
+    /// whatever results it has ready now (the sequencer's dedupe applies).
     pub fn pump(&mut self) {
+        let mut alerts = Vec::new();
+        Plugin::alerts_open(&self.plugin, &mut alerts);
+        self.adapter.alerts_seen(&alerts, self.now_us);
         let mut results = std::mem::take(&mut self.results);
         results.clear();
         self.adapter.poll(self.now_us, &mut results);

@@ -121,45 +121,6 @@ wire_struct! {
     }
 }
 
-code_enum! {
-    /// What an operator alert is about.
-    pub enum AlertKind {
-        /// A receipt showed the transaction in a block but no webhook came.
-        MissedWebhook = 1,
-        /// No receipt for any hash of the slot long after broadcast: STALE, the vault paused.
-        Stale = 2,
-        /// Mined with status 0 ("manual decision").
-        Reverted = 3,
-        /// The slot was used by a transaction that is not ours.
-        SlotUsedElsewhere = 4,
-        /// The screener raised an alert: a human decides (rescreen, bypass, cancel).
-        AmlAlert = 5,
-        /// The screener did not answer several times.
-        AmlNoAnswer = 6,
-        /// A signature arrived too late to be broadcast within its validity.
-        SignatureExpired = 7,
-        /// A COMPLETED withdrawal's transaction left the chain for good: reversed.
-        ReorgedAway = 8,
-        /// The ledger refused to pay the settlement account (or to reverse from it).
-        LedgerRefused = 9,
-        /// Its validity passed before it was mined.
-        ValidityPassed = 10,
-        /// A node refused the transaction for certain.
-        BroadcastRejected = 11,
-        /// The screener froze it.
-        AmlFrozen = 12,
-    }
-}
-
-wire_struct! {
-    /// Tell the operators.
-    #[derive(Copy, Clone, PartialEq, Eq, Debug)]
-    pub struct Alert {
-        pub kind: AlertKind,
-        pub withdrawal: WithdrawalId,
-    }
-}
-
 /// Everything the plugin asks of the outside world.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub enum WithdrawalEffect {
@@ -169,7 +130,6 @@ pub enum WithdrawalEffect {
     SignRaw(SignRaw),
     Broadcast(Broadcast),
     Lookup(Lookup),
-    Alert(Alert),
 }
 
 /// Effect op codes (the `Effect::op`).
@@ -180,7 +140,7 @@ pub mod op {
     pub const SIGN_RAW: u16 = 4;
     pub const BROADCAST: u16 = 5;
     pub const LOOKUP: u16 = 6;
-    pub const ALERT: u16 = 7;
+    // 7 was ALERT: alerts are state now (`crate::alert`), not effects.
 }
 
 impl WithdrawalEffect {
@@ -193,7 +153,6 @@ impl WithdrawalEffect {
             E::SignRaw(e) => (op::SIGN_RAW, to_vec(e)),
             E::Broadcast(e) => (op::BROADCAST, to_vec(e)),
             E::Lookup(e) => (op::LOOKUP, to_vec(e)),
-            E::Alert(e) => (op::ALERT, to_vec(e)),
         }
     }
 
@@ -206,7 +165,6 @@ impl WithdrawalEffect {
             op::SIGN_RAW => E::SignRaw(from_slice(body)?),
             op::BROADCAST => E::Broadcast(from_slice(body)?),
             op::LOOKUP => E::Lookup(from_slice(body)?),
-            op::ALERT => E::Alert(from_slice(body)?),
             other => return Err(DecodeError::UnknownOp(other)),
         })
     }
@@ -235,7 +193,6 @@ impl WithdrawalEffect {
             E::SignRaw(e) => e.withdrawal,
             E::Broadcast(e) => e.withdrawal,
             E::Lookup(e) => e.withdrawal,
-            E::Alert(e) => e.withdrawal,
         }
     }
 }
@@ -326,7 +283,6 @@ mod tests {
                 slot: Some(7),
                 hashes: vec![TxHash([5; 32]), TxHash([6; 32])],
             }),
-            E::Alert(Alert { kind: AlertKind::Stale, withdrawal: WithdrawalId(4) }),
         ]
     }
 

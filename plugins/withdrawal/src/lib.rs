@@ -22,6 +22,8 @@
 //! * [`settings`] — the timers (2 h approval, signature and slot; the stale monitor; AML; the
 //!   broadcast margin; reorg checks), journaled.
 //! * [`command`] / [`effect`] — inputs and results / requests to the world, with their codec.
+//! * [`alert`] — the open operator alerts, derived from state (conditions close when they end,
+//!   events after a hold time), replicated with the rest of the state; no alert effect.
 //! * [`state`] — the rows; [`checkpoint`] — encode/decode, state hash, derived indexes and the
 //!   invariants between them.
 //! * [`plugin`] — [`WithdrawalPlugin`] and its routing; the rules live in `intake` (requests and
@@ -62,6 +64,7 @@ extern crate rtgs_core;
 /// The codec, shared with the collection plugin (`rtgs_chain_sim::wire`).
 pub use rtgs_chain_sim::wire;
 
+pub mod alert;
 pub mod chain;
 mod chainwatch;
 pub mod checkpoint;

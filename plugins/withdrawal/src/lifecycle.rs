@@ -11,10 +11,11 @@
 //! transaction, its validity passed), settled to the asset's settlement account on COMPLETED,
 //! reversed (a `Reverse` posting) when a reorg takes a COMPLETED transaction away for good.
 //! A settlement or reversal the ledger refuses is not a state change: the withdrawal stays
-//! where it is, an alert goes out, and the next check tries again.
+//! where it is, an alert opens (`alert`), and the next check tries again.
 
 use rtgs_core::ledger::LedgerIntent;
 
+use crate::alert::AlertKind;
 use crate::command::*;
 use crate::effect::*;
 use crate::limits::*;
@@ -217,12 +218,6 @@ impl WithdrawalPlugin {
 
     // ----- effects -----
 
-    pub(crate) fn alert(&mut self, cx: &mut Ctx<'_, '_>, w: &mut Withdrawal, kind: AlertKind) {
-        self.st.counters.alerts += 1;
-        w.alert_open = true;
-        cx.emit(&WithdrawalEffect::Alert(Alert { kind, withdrawal: w.id }));
-    }
-
     /// Emits the effect `kind` stands for and waits for its answer.
     pub(crate) fn ask(&mut self, cx: &mut Ctx<'_, '_>, w: &mut Withdrawal, kind: AwaitKind, attempt: u32) {
         let Some(effect) = crate::pending::effect_of(w, kind, attempt, &self.st) else { return };
@@ -254,9 +249,8 @@ impl WithdrawalPlugin {
                 })
             }
             AmlVerdict::Alert => {
-                // A human decides: rescreen-aml, bypass-aml or cancel. The alert is raised again
-                // while nobody has (see `monitor`): an alert expects no answer, so one lost with
-                // a crashed owner would otherwise leave the withdrawal waiting unseen.
+                // A human decides: rescreen-aml, bypass-aml or cancel. The `aml_alert` condition
+                // stays open in the state until one of them does (a failover loses nothing).
                 w.watch_since_us = cx.now;
                 self.alert(cx, &mut w, AlertKind::AmlAlert);
                 Ok(())

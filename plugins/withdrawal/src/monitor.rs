@@ -7,7 +7,7 @@
 //! | status | timer | when it fires |
 //! |---|---|---|
 //! | PENDING_AML_SCREENING | screening sent + `aml_timeout` | screened again (an alert after 3 unanswered) |
-//! | PENDING_AML_SCREENING, AML alert open | alert raised + 2 h (`authorization_timeout`) | the alert raised again (one lost with a crashed owner is not lost for good) |
+//! | PENDING_AML_SCREENING, AML alert open | none: the `aml_alert` condition stays open in the state until an operator answers | |
 //! | PENDING_AUTHORIZATION | entered + 2 h | FAILED (no approval) |
 //! | PENDING_SIGNATURE | entered + 2 h | FAILED (no signature) |
 //! | QUEUED | entered + 2 h | FAILED (no slot) |
@@ -22,8 +22,8 @@
 //! signature timeout is given up (the original stays out). A lost answer is also re-asked by
 //! the owner that takes over (`pending_effects`).
 
+use crate::alert::AlertKind;
 use crate::command::RequestKind;
-use crate::effect::AlertKind;
 use crate::limits::*;
 use crate::plugin::{Ctx, WithdrawalPlugin};
 use crate::settings::SettingKey;
@@ -38,10 +38,8 @@ pub(crate) fn timer_for(w: &Withdrawal, st: &State) -> Option<u64> {
     match w.status {
         Status::PendingAmlScreening => match w.awaiting {
             Some(a) if a.kind == AwaitKind::Screen => after(a.since_us, SettingKey::AmlTimeout),
-            Some(_) => None,
-            // An AML alert nobody answered is raised again after the approvers' time.
-            None if w.alert_open => after(w.watch_since_us, SettingKey::AuthorizationTimeout),
-            None => None,
+            // Otherwise an AML alert waits for a human: open in the state, no timer.
+            _ => None,
         },
         Status::PendingAuthorization => after(w.status_since_us, SettingKey::AuthorizationTimeout),
         Status::PendingSignature => after(w.status_since_us, SettingKey::SignatureTimeout),
@@ -86,6 +84,7 @@ pub(crate) fn timer_for(w: &Withdrawal, st: &State) -> Option<u64> {
 
 impl WithdrawalPlugin {
     pub(crate) fn on_tick(&mut self, cx: &mut Ctx<'_, '_>) {
+        self.tick_alerts(cx.now);
         self.intake(cx);
         self.fire_timers(cx);
         let chains: Vec<ChainId> = self.st.chains.keys().copied().collect();
@@ -167,13 +166,7 @@ impl WithdrawalPlugin {
             return;
         }
         let _ = match w.status {
-            Status::PendingAmlScreening if w.awaiting.is_none() => {
-                self.st.counters.alerts_repeated += 1;
-                w.watch_since_us = cx.now;
-                self.alert(cx, w, AlertKind::AmlAlert);
-                Ok(())
-            }
-            Status::PendingAmlScreening => {
+            Status::PendingAmlScreening if w.awaiting.is_some() => {
                 w.aml_unanswered += 1;
                 if w.aml_unanswered == AML_ATTEMPTS_BEFORE_ALERT {
                     self.alert(cx, w, AlertKind::AmlNoAnswer);
@@ -205,6 +198,7 @@ impl WithdrawalPlugin {
             if at.saturating_add(ARCHIVE_AFTER_US) > now {
                 break;
             }
+            self.close_all(id);
             if let Some(w) = self.take(id) {
                 for a in &w.attempts {
                     self.ix.tx_index.remove(a.tx_hash());

@@ -63,6 +63,7 @@ impl WithdrawalPlugin {
                     return Err(RefuseCode::NoAlert.into());
                 }
                 w.alert_open = false;
+                self.acknowledge(w.id);
                 Ok(())
             }
             OperationKind::EditNotes => {
@@ -161,6 +162,7 @@ impl WithdrawalPlugin {
         w.chain_validity_expires_at_us = None;
         w.fail_cause = None;
         w.alert_open = false;
+        self.acknowledge(w.id);
         Ok(())
     }
 
@@ -177,6 +179,7 @@ impl WithdrawalPlugin {
         }
         w.aml_unanswered = 0;
         w.alert_open = false;
+        self.acknowledge(w.id);
         self.ask(cx, w, AwaitKind::Screen, 0);
         Ok(())
     }
@@ -188,6 +191,7 @@ impl WithdrawalPlugin {
         }
         self.move_to(cx, w, Status::PendingAuthorization, Cause::AmlBypassed)?;
         w.alert_open = false;
+        self.acknowledge(w.id);
         self.ask(cx, w, AwaitKind::Authorize, 0);
         Ok(())
     }

@@ -5,8 +5,8 @@
 //! withdrawal's fields and what it awaits — the same function when it is first emitted and
 //! when it is rebuilt — so a new owner sends exactly the same request: the same raw
 //! transaction to sign (the signer answers with the same signed payload), the same signed
-//! payload to broadcast (the node answers "already known"), the same lookup. Alerts expect no
-//! answer and are not pending.
+//! payload to broadcast (the node answers "already known"), the same lookup. Alerts are not
+//! effects: they are state (`alert`), which a new owner holds already.
 //!
 //! [`Plugin::pending_effects`]: rtgs_core::plugin::Plugin::pending_effects
 
@@ -113,6 +113,7 @@ pub(crate) fn figures(p: &WithdrawalPlugin, out: &mut Vec<(&'static str, u64)>) 
         ("withdrawal_broadcasts", c.broadcasts),
         ("withdrawal_resends", c.resends),
         ("withdrawal_alerts", c.alerts),
+        ("withdrawal_alerts_open", p.st.alerts.len() as u64),
         ("withdrawal_operations_applied", c.operations_applied),
         ("withdrawal_results_ignored", c.results_ignored),
         ("withdrawal_archived", c.archived),

@@ -92,6 +92,7 @@ impl WithdrawalPlugin {
     /// Puts a withdrawal back: its timer re-armed for its status, its index entries added.
     pub(crate) fn put(&mut self, mut w: Box<Withdrawal>) {
         w.timer_us = crate::monitor::timer_for(&w, &self.st);
+        self.close_ended(&w);
         self.ix.add(&w, &self.st);
         self.st.withdrawals.insert(w.id, w);
     }
@@ -344,8 +345,20 @@ impl Plugin for WithdrawalPlugin {
         self.apply_entry(entry, step);
     }
 
+    const ALERT_KINDS: &'static [&'static str] = &crate::alert::AlertKind::NAMES;
+
     fn state_hash(&self) -> u64 {
         checkpoint::hash_state(&self.st)
+    }
+
+    fn alerts_open(&self, out: &mut Vec<rtgs_core::plugin::PluginAlert>) {
+        out.extend(self.st.alerts.values().map(|a| rtgs_core::plugin::PluginAlert {
+            plugin: PluginKind::Withdrawal,
+            id: a.id,
+            kind: a.kind.name(),
+            subject: crate::alert::subject(a.withdrawal),
+            since_us: a.since_us,
+        }));
     }
 
     fn digest(&self) -> u64 {
@@ -368,6 +381,8 @@ impl Plugin for WithdrawalPlugin {
             c.broadcasts,
             c.lookups,
             c.alerts,
+            st.alerts.len() as u64,
+            st.alert_id_last,
             c.reversals,
             c.archived,
             c.timers,

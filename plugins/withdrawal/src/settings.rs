@@ -31,6 +31,9 @@ code_enum! {
         /// `withdrawal.reorg_check_seconds`: after a transaction is reported reorged away, the
         /// chain is asked whether it came back.
         ReorgCheck = 8,
+        /// `withdrawal.alert_hold_seconds`: how long an event alert (a revert, a missed webhook
+        /// ...) stays open in the state (`alert`); conditions close when they end.
+        AlertHold = 9,
     }
 }
 
@@ -45,6 +48,7 @@ impl SettingKey {
             SettingKey::AmlTimeout => "withdrawal.aml_timeout_seconds",
             SettingKey::BroadcastMargin => "withdrawal.broadcast_margin_seconds",
             SettingKey::ReorgCheck => "withdrawal.reorg_check_seconds",
+            SettingKey::AlertHold => "withdrawal.alert_hold_seconds",
         }
     }
 
@@ -79,6 +83,7 @@ wire_struct! {
         pub aml_timeout_s: u64,
         pub broadcast_margin_s: u64,
         pub reorg_check_s: u64,
+        pub alert_hold_s: u64,
     }
 }
 
@@ -93,6 +98,8 @@ impl Default for Settings {
             aml_timeout_s: 10 * 60,
             broadcast_margin_s: 30,
             reorg_check_s: 10 * 60,
+            // Ours: long enough for any scrape, rule evaluation and operator to see an event.
+            alert_hold_s: 3_600,
         }
     }
 }
@@ -108,6 +115,7 @@ impl Settings {
             SettingKey::AmlTimeout => self.aml_timeout_s,
             SettingKey::BroadcastMargin => self.broadcast_margin_s,
             SettingKey::ReorgCheck => self.reorg_check_s,
+            SettingKey::AlertHold => self.alert_hold_s,
         }
     }
 
@@ -122,6 +130,7 @@ impl Settings {
             SettingKey::AmlTimeout => &mut self.aml_timeout_s,
             SettingKey::BroadcastMargin => &mut self.broadcast_margin_s,
             SettingKey::ReorgCheck => &mut self.reorg_check_s,
+            SettingKey::AlertHold => &mut self.alert_hold_s,
         };
         *slot = value;
     }

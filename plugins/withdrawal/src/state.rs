@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::alert::{AlertKey, OpenAlert};
 use crate::chain::{AssetParams, ChainParams, VaultParams};
 use crate::command::{DestinationType, RequestKind};
 use crate::effect::RawTx;
@@ -117,7 +118,8 @@ wire_struct! {
         pub fail_cause: Option<Cause>,
         pub reject_cause: Option<Cause>,
         pub blocked_by_rule: Option<u32>,
-        /// An alert an operator has not dismissed.
+        /// An alert was raised about it that no operator has answered yet (dismiss needs one;
+        /// the alerts themselves, open or closed, are `State::alerts`).
         pub alert_open: bool,
         pub aml_case: Option<u64>,
         /// Screenings sent without an answer.
@@ -200,9 +202,8 @@ wire_struct! {
         pub lookups: u64,
         /// Answers overdue: asked again (or a replacement given up).
         pub answers_overdue: u64,
+        /// Alerts opened (the open ones are `State::alerts`).
         pub alerts: u64,
-        /// AML alerts raised again because nobody answered them.
-        pub alerts_repeated: u64,
         /// Settlements reversed after a reorg took the transaction for good.
         pub reversals: u64,
         /// Ledger intents refused (settlement or reversal; the withdrawal waits and retries).
@@ -236,5 +237,9 @@ wire_struct! {
         pub counters: Counters,
         /// Commands rejected as a whole (malformed, unknown withdrawal ...), by seq.
         pub rejections_recent: Vec<(u64, Refusal)>,
+        /// The open operator alerts (see `alert`): derived from state, replicated with it.
+        pub alerts: BTreeMap<AlertKey, OpenAlert>,
+        /// The last alert id handed out.
+        pub alert_id_last: u64,
     }
 }

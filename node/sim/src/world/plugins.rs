@@ -51,9 +51,16 @@ impl World {
         self.push_plugin(command.bmi, command.payload, executed_by);
     }
 
-    /// Results of the outside world, and resubmissions.
+    /// Results of the outside world, and resubmissions. First the world reads the open alerts
+    /// off an up center (an operator's console: any center shows the same replicated set, as of
+    /// what it applied).
     pub(super) fn poll_plugins(&mut self) -> Check {
+        let mut alerts = Vec::new();
+        if let (Some(_), Some(h)) = (&self.plugins, self.first_host()) {
+            h.alerts_open(&mut alerts);
+        }
         let Some(p) = self.plugins.as_mut() else { return Ok(()) };
+        p.alerts_seen(&alerts, self.now_us);
         let mut payloads = Vec::new();
         p.poll_payloads(self.now_us, &mut payloads);
         let mut out = Vec::new();

@@ -42,9 +42,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use rtgs_chain_sim::answer::{BroadcastOutcome, ReceiptStatus};
 use rtgs_core::entry::{Bmi, PluginCommand};
-use rtgs_core::plugin::{Effect, EffectAdapter};
+use rtgs_core::plugin::{Effect, EffectAdapter, PluginAlert};
 use rtgs_core::prng::Prng;
 
+use crate::alert::{parse_subject, AlertKind};
 use crate::command::*;
 use crate::effect::*;
 use crate::operation::{Actor, ActorKind, OpParams, OperationKind};
@@ -173,6 +174,7 @@ pub struct WorldStats {
     pub operator_actions: u64,
     pub participant_cancels: u64,
     pub webhooks_duplicated: u64,
+    /// Distinct alerts (by id) the operators saw open in the plugin's state.
     pub alerts: u64,
     /// Effects for a chain the world does not know (a wiring bug).
     pub unknown_chain: u64,
@@ -198,7 +200,9 @@ pub struct World {
     fees: BTreeMap<WithdrawalId, u64>,
     boosts: BTreeMap<WithdrawalId, u32>,
     operator_seq: u64,
-    alerts: Vec<(u64, Alert)>,
+    alerts: Vec<(u64, SeenAlert)>,
+    /// Open alerts the operators answered, by id: when (world µs).
+    answered: BTreeMap<u64, u64>,
     scratch: Vec<WithdrawalCommand>,
     events: Vec<(u64, ChainEvent)>,
 }
@@ -233,6 +237,7 @@ impl World {
             boosts: BTreeMap::new(),
             operator_seq: 0,
             alerts: Vec::new(),
+            answered: BTreeMap::new(),
             scratch: Vec::new(),
             events: Vec::new(),
         }
@@ -250,7 +255,8 @@ impl World {
         self.start_us.saturating_add(journal_us.saturating_sub(origin).saturating_mul(self.time_scale))
     }
 
-    pub fn alerts(&self) -> &[(u64, Alert)] {
+    /// Every alert the operators saw open, when they first saw it (world µs).
+    pub fn alerts(&self) -> &[(u64, SeenAlert)] {
         &self.alerts
     }
 
@@ -292,7 +298,6 @@ impl World {
             WithdrawalEffect::SignRaw(s) => self.custody.sign_raw(effect_id, &s, t),
             WithdrawalEffect::Broadcast(b) => self.broadcast(effect_id, &b, t),
             WithdrawalEffect::Lookup(l) => self.lookup(effect_id, &l, t),
-            WithdrawalEffect::Alert(a) => self.on_alert(a, t),
         }
     }
 
@@ -350,10 +355,35 @@ impl World {
         self.send(t + self.people.rpc_latency_us, None, WithdrawalCommand::ReceiptsLooked(r));
     }
 
-    /// Operators answer alerts (see the module docs).
-    fn on_alert(&mut self, a: Alert, t: u64) {
-        self.stats.alerts += 1;
-        self.alerts.push((t, a));
+    /// Operators read the open alerts: each one answered when first seen, and again while it
+    /// stays open every `OPERATOR_LOOK_AGAIN` answer delays (an answer refused then — a boost
+    /// while a lookup is out — is tried again). Alerts no longer open are forgotten.
+    fn read_alerts(&mut self, open: &[PluginAlert], t: u64) {
+        self.answered.retain(|id, _| open.iter().any(|a| a.id == *id));
+        for a in open {
+            if a.plugin != rtgs_core::entry::PluginKind::Withdrawal {
+                continue;
+            }
+            let (Some(kind), Some(withdrawal)) = (AlertKind::from_name(a.kind), parse_subject(&a.subject))
+            else {
+                continue;
+            };
+            let again = t.saturating_sub(self.people.operator_delay_us.saturating_mul(OPERATOR_LOOK_AGAIN));
+            match self.answered.get(&a.id) {
+                Some(&at) if at > again => continue,
+                Some(_) => {}
+                None => {
+                    self.stats.alerts += 1;
+                    self.alerts.push((t, SeenAlert { id: a.id, kind, withdrawal }));
+                }
+            }
+            self.answered.insert(a.id, t);
+            self.on_alert(SeenAlert { id: a.id, kind, withdrawal }, t);
+        }
+    }
+
+    /// Operators answer an alert (see the module docs).
+    fn on_alert(&mut self, a: SeenAlert, t: u64) {
         let due = t + self.people.operator_delay_us;
         let op = Actor { kind: ActorKind::Operator, id: ActorId(1) };
         match a.kind {
@@ -523,7 +553,23 @@ pub fn result_bmi(cmd: &WithdrawalCommand) -> Result<Bmi, rtgs_core::entry::Inpu
     Bmi::numbered("WW", rtgs_core::hash::bytes64(u64::from(op), &body) >> 1)
 }
 
+/// An alert as the operators saw it (from a node's status: kind, subject, id).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct SeenAlert {
+    pub id: u64,
+    pub kind: AlertKind,
+    pub withdrawal: WithdrawalId,
+}
+
+/// Operators look at an alert still open again after this many answer delays.
+pub const OPERATOR_LOOK_AGAIN: u64 = 5;
+
 impl EffectAdapter for World {
+    fn alerts_seen(&mut self, alerts: &[PluginAlert], now_us: u64) {
+        let t = self.world_us(now_us);
+        self.read_alerts(alerts, t);
+    }
+
     fn execute(&mut self, effect: &Effect, now_us: u64) {
         let t = self.world_us(now_us);
         // The world moves on before it answers: the effect sees it as of now.

@@ -3,9 +3,9 @@
 //! nothing on chain that the plugin did not record, money where the status says).
 
 use rtgs_chain_sim::evm::{BroadcastFault, WebhookFault};
+use rtgs_withdrawal::alert::AlertKind;
 use rtgs_withdrawal::chain::ChainFamily;
 use rtgs_withdrawal::command::*;
-use rtgs_withdrawal::effect::AlertKind;
 use rtgs_withdrawal::records::AttemptOutcome;
 use rtgs_withdrawal::status::{Cause, Status};
 use rtgs_withdrawal::types::*;

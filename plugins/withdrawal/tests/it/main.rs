@@ -3,6 +3,7 @@
 //! hand-fed results; faults against the simulated outside world; the seed's cases end to end.
 //! (The plugin in the deterministic cluster simulator is tested by `rtgs-sim`.)
 
+mod alerts;
 mod chain_rules;
 mod checkpoints;
 mod failover;

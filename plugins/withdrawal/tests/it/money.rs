@@ -3,9 +3,9 @@
 //! ledger's conservation (`Σ balances + Σ holds = Σ funded`) and the plugin's invariants.
 
 use rtgs_chain_sim::answer::{BroadcastOutcome, ReceiptStatus};
+use rtgs_withdrawal::alert::AlertKind;
 use rtgs_withdrawal::chain::AssetParams;
 use rtgs_withdrawal::command::*;
-use rtgs_withdrawal::effect::AlertKind;
 use rtgs_withdrawal::operation::RefuseCode;
 use rtgs_withdrawal::settings::SECOND_US;
 use rtgs_withdrawal::state::Money;
@@ -121,7 +121,7 @@ fn a_refused_settlement_waits_with_an_alert_and_is_tried_again() {
     fx.take_effects();
     fx.confirmed(id, hash, 10, EVM_CONFIRMATIONS, true);
     assert_eq!(fx.status(id), Status::Confirming, "the settlement account does not exist (AC01)");
-    assert_eq!(alerts(&fx.take_effects()), vec![AlertKind::LedgerRefused]);
+    assert_eq!(fx.take_alerts(), vec![AlertKind::LedgerRefused]);
     assert_eq!(fx.held(id), Some(1_000));
     fx.d.open_account(777, b"USD", 0).expect("valid");
     fx.advance(31 * 60 * SECOND_US).tick();

@@ -7,6 +7,7 @@ use rtgs_chain_sim::answer::{BroadcastOutcome, Receipt, ReceiptStatus};
 use rtgs_core::entry::{AccountId, Bmi, Payload, PluginCommand, PluginKind};
 use rtgs_core::ledger::HoldKey;
 use rtgs_core::plugin::Effect;
+use rtgs_withdrawal::alert::AlertKind;
 use rtgs_withdrawal::chain::*;
 use rtgs_withdrawal::command::*;
 use rtgs_withdrawal::driver::{Driver, NoWorld};
@@ -44,6 +45,8 @@ pub struct Fx {
     pub d: Driver<NoWorld>,
     /// Effects not looked at yet.
     pub seen: usize,
+    /// Alerts (by id) not looked at yet: those above it.
+    pub alerts_seen: u64,
 }
 
 impl Fx {
@@ -55,7 +58,7 @@ impl Fx {
         for (acct, funds) in [(CUSTOMER, FUNDS), (SETTLEMENT, 0)] {
             d.open_account(acct, b"USD", funds).expect("valid");
         }
-        let mut fx = Fx { d, seen: 0 };
+        let mut fx = Fx { d, seen: 0, alerts_seen: 0 };
         let mut evm = ChainParams::defaults(EVM, ChainFamily::Evm, FEE, text("evm-node"));
         evm.confirmations = EVM_CONFIRMATIONS;
         fx.cmd(WithdrawalCommand::RegisterChain(evm));
@@ -153,6 +156,17 @@ impl Fx {
         all.iter()
             .map(|e| (e.effect_id, WithdrawalEffect::from_effect(e).expect("own effects decode")))
             .collect()
+    }
+
+    /// The kinds of the alerts opened since the last call and still open, in id order (the
+    /// effects emitted meanwhile are taken too).
+    pub fn take_alerts(&mut self) -> Vec<AlertKind> {
+        self.take_effects();
+        let mut new: Vec<_> = self.p().alerts_open().filter(|a| a.id > self.alerts_seen).collect();
+        new.sort_by_key(|a| a.id);
+        let kinds = new.iter().map(|a| a.kind).collect();
+        self.alerts_seen = self.p().alert_id_last();
+        kinds
     }
 
     pub fn request(&self, asset: AssetId, amount: u64, kind: RequestKind, aml: bool) -> CreateWithdrawal {
@@ -413,17 +427,6 @@ pub fn kinds(effects: &[(u64, WithdrawalEffect)]) -> Vec<&'static str> {
             WithdrawalEffect::SignRaw(_) => "sign_raw",
             WithdrawalEffect::Broadcast(_) => "broadcast",
             WithdrawalEffect::Lookup(_) => "lookup",
-            WithdrawalEffect::Alert(_) => "alert",
-        })
-        .collect()
-}
-
-pub fn alerts(effects: &[(u64, WithdrawalEffect)]) -> Vec<AlertKind> {
-    effects
-        .iter()
-        .filter_map(|(_, e)| match e {
-            WithdrawalEffect::Alert(a) => Some(a.kind),
-            _ => None,
         })
         .collect()
 }

@@ -2,8 +2,9 @@
 //! a webhook, a timer, an operation), with the money it moves.
 
 use rtgs_chain_sim::answer::{BroadcastOutcome, ReceiptStatus, RejectCode};
+use rtgs_withdrawal::alert::AlertKind;
 use rtgs_withdrawal::command::*;
-use rtgs_withdrawal::effect::{AlertKind, WithdrawalEffect};
+use rtgs_withdrawal::effect::WithdrawalEffect;
 use rtgs_withdrawal::operation::{OpParams, OperationKind};
 use rtgs_withdrawal::records::Purpose;
 use rtgs_withdrawal::settings::{HOUR_US, SECOND_US};
@@ -61,7 +62,7 @@ fn screening_rejected_or_frozen_is_rejected_and_released() {
         assert_eq!((fx.status(id), last_cause(&fx, id)), (Status::Rejected, cause));
         assert_eq!(fx.held(id), None);
         assert_eq!(fx.balance(CUSTOMER), FUNDS, "released");
-        assert_eq!(alerts(&fx.take_effects()), alert);
+        assert_eq!(fx.take_alerts(), alert);
     }
 }
 
@@ -184,7 +185,7 @@ fn pending_signature_fails_on_timeout_refusal_or_a_signature_too_late() {
     assert_eq!((fx.status(id), last_cause(&fx, id)), (Status::Failed, Cause::SignatureExpired));
     let effects = fx.take_effects();
     assert!(!kinds(&effects).contains(&"broadcast"), "{effects:?}");
-    assert_eq!(alerts(&effects), vec![AlertKind::SignatureExpired]);
+    assert_eq!(fx.take_alerts(), vec![AlertKind::SignatureExpired]);
     assert_eq!(fx.balance(CUSTOMER), FUNDS);
 }
 
@@ -239,7 +240,7 @@ fn a_revert_while_confirming_fails_and_releases() {
     fx.take_effects();
     fx.confirmed(id, hash, 10, EVM_CONFIRMATIONS, false);
     assert_eq!((fx.status(id), last_cause(&fx, id)), (Status::Failed, Cause::Reverted));
-    assert_eq!(alerts(&fx.take_effects()), vec![AlertKind::Reverted]);
+    assert_eq!(fx.take_alerts(), vec![AlertKind::Reverted]);
     assert_eq!(fx.balance(CUSTOMER), FUNDS);
 }
 
@@ -286,7 +287,7 @@ fn no_receipt_past_the_threshold_is_stale_and_pauses_the_vault() {
     fx.make_stale(id, vec![(hash, ReceiptStatus::Pending)]);
     assert_eq!((fx.status(id), last_cause(&fx, id)), (Status::Stale, Cause::NoReceipt));
     let effects = fx.take_effects();
-    assert!(kinds(&effects).contains(&"lookup") && alerts(&effects) == vec![AlertKind::Stale]);
+    assert!(kinds(&effects).contains(&"lookup") && fx.take_alerts() == vec![AlertKind::Stale]);
     assert_eq!(fx.p().vault_skip(VaultId(1)), Some(rtgs_withdrawal::records::VaultSkip::Stale));
     assert_eq!(fx.held(id), Some(1_000));
 }
@@ -433,27 +434,26 @@ fn a_completed_transaction_reorged_away_for_good_is_reversed_and_failed() {
 }
 
 #[test]
-fn an_aml_alert_nobody_answers_is_raised_again_until_someone_does() {
-    // An alert expects no answer: one lost with a crashed owner must not leave the withdrawal
-    // waiting unseen. Every 2 h (the approvers' time) it is raised again; an answer stops it.
+fn an_aml_alert_stays_open_in_the_state_until_someone_answers() {
+    // An alert is state, not a message: nothing to raise again, nothing a crashed owner could
+    // lose. It stays open (same id) however long nobody answers; an answer closes it.
     let mut fx = Fx::new();
     let id = fx.reach(USDC, Status::PendingAmlScreening);
     fx.take_effects();
     fx.screened(id, AmlVerdict::Alert);
-    assert_eq!(alerts(&fx.take_effects()), vec![AlertKind::AmlAlert]);
-    let first = fx.w(id).timer_us.expect("a timer while the alert is open");
-    fx.advance(2 * HOUR_US - SECOND_US).tick();
-    assert!(alerts(&fx.take_effects()).is_empty(), "not before its time");
-    fx.advance(2 * SECOND_US).tick();
-    assert_eq!(alerts(&fx.take_effects()), vec![AlertKind::AmlAlert], "raised again");
-    assert_eq!(fx.status(id), Status::PendingAmlScreening);
-    assert!(fx.w(id).timer_us.is_some_and(|t| t > first), "and again later");
-    assert_eq!(fx.p().counters().alerts_repeated, 1);
-    // An operator bypasses it: on to the approvers, no alert timer left.
+    assert_eq!(fx.take_alerts(), vec![AlertKind::AmlAlert]);
+    let open = *fx.p().alert_of(AlertKind::AmlAlert, id).expect("open");
+    assert_eq!((open.closes_at_us, open.since_us), (None, fx.p().now_us()), "a condition");
+    assert_eq!(fx.w(id).timer_us, None, "no timer: nothing is raised again");
+    fx.advance(5 * HOUR_US).tick();
+    assert_eq!(fx.p().alert_of(AlertKind::AmlAlert, id), Some(&open), "still open, the same id");
+    assert!(fx.take_alerts().is_empty());
+    // An operator bypasses it: on to the approvers, the condition ended.
     let params = OpParams { reason: Some(text("reviewed")), ..OpParams::default() };
     assert_eq!(fx.operate(id, OperationKind::BypassAml, OPERATOR, params), None);
     assert_eq!(fx.status(id), Status::PendingAuthorization);
+    assert_eq!(fx.p().alert_of(AlertKind::AmlAlert, id), None);
     fx.advance(3 * HOUR_US).tick();
-    assert!(!alerts(&fx.take_effects()).contains(&AlertKind::AmlAlert));
+    assert!(fx.take_alerts().is_empty());
     fx.check();
 }
