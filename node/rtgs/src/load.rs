@@ -12,7 +12,6 @@
 //! throughput (first submit → last final) and submit → final latency percentiles. Exit status 1
 //! if any transfer is not final before `--timeout-s`.
 
-use anyhow::Context;
 use clap::Args;
 use hdrhistogram::Histogram;
 use rdkafka::consumer::{Consumer, StreamConsumer};
@@ -391,12 +390,36 @@ impl Link {
             &self.client_id,
             rdkafka::consumer::DefaultConsumerContext,
         )?;
-        let (_, high) = tokio::task::block_in_place(|| {
-            consumer.fetch_watermarks(&self.notify, 0, Duration::from_secs(20))
-        })
-        .with_context(|| {
-            format!("cannot read topic {} on {} (is the cluster up?)", self.notify, self.bootstrap)
-        })?;
+        let ends = || {
+            tokio::task::block_in_place(|| {
+                consumer.fetch_watermarks(&self.notify, 0, Duration::from_secs(20))
+            })
+        };
+        let mut high = ends();
+        if from.is_some() {
+            // Back from a broker restart: a topic the broker does not know (yet) is asked again
+            // for a while; still unknown, the broker lost it.
+            let until = Instant::now() + Duration::from_secs(10);
+            while high.is_err() && Instant::now() < until {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                high = ends();
+            }
+        }
+        let (_, high) = match (high, from) {
+            (Ok(ends), _) => ends,
+            (Err(e), Some(next)) => anyhow::bail!(
+                "the broker came back without its data ({} is gone: {e}; this load had read up to offset \
+                 {next}): the nodes halt until `rtgs rebuild-journal`; which of this run's transfers became \
+                 final is unknown here (rtgs reconcile and the databases tell)",
+                self.notify
+            ),
+            (Err(e), None) => {
+                return Err(anyhow::Error::new(e).context(format!(
+                    "cannot read topic {} on {} (is the cluster up?)",
+                    self.notify, self.bootstrap
+                )))
+            }
+        };
         if let Some(next) = from {
             if high < next {
                 anyhow::bail!(
