@@ -11,8 +11,8 @@ use rdkafka::producer::FutureProducer;
 pub const MESSAGE_BYTES_MAX: usize = 1_048_576;
 /// [`MESSAGE_BYTES_MAX`] as the settings spell it.
 pub const MESSAGE_BYTES_MAX_TEXT: &str = "1048576";
-/// A member silent this long leaves its group (`session.timeout.ms`): the sequencer's lease
-/// rules are measured against it.
+/// A member silent this long leaves its group (`session.timeout.ms`; only subscribed clients
+/// have one: the engine's consumers are assigned).
 pub const SESSION_TIMEOUT_MS: u64 = 6_000;
 /// The producer's client queue (`queue.buffering.max.kbytes`): messages waiting for the broker.
 pub const PRODUCER_QUEUE_KBYTES: usize = 262_144;
@@ -75,11 +75,9 @@ pub fn consumer<C: ConsumerContext + 'static>(
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
         .set("auto.offset.reset", "earliest")
-        // Takeover after a crash ≤ 10 s: 6 s without heartbeats, then the rebalance. Shorter
-        // risks false takeovers when a loaded 2-core host stalls the heartbeat thread (and 6 s
-        // is Apache Kafka's default group.min.session.timeout.ms). Heartbeats every 0.5 s: a
-        // rebalance round waits for every member's next heartbeat, so this shortens the
-        // takeover (measured: 7.2–8.2 s after kill -9 against 7–13 s with 1.5 s heartbeats).
+        // The engine's consumers are assigned their partitions, never subscribed (leadership is
+        // a lease in PostgreSQL, not a group): these group settings only matter to a subscribed
+        // client (the Kafka tests). 6 s is Apache Kafka's default group.min.session.timeout.ms.
         .set("session.timeout.ms", SESSION_TIMEOUT_MS.to_string())
         .set("heartbeat.interval.ms", "500")
         .set("max.poll.interval.ms", "30000")

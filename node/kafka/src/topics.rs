@@ -55,7 +55,7 @@ impl Default for TopicNames {
 pub const RETENTION_FOREVER_MS: &str = "9223372036854775807";
 
 /// The four topics. Every one has exactly one partition: the journal must (global order); the
-/// inbound topic's single partition is what elects the sequencer leader; acks and notices are
+/// inbound topic has one partition so that the sequencer reads every command in one order; acks and notices are
 /// small and one partition keeps each center's stream in order.
 pub fn production() -> Vec<TopicSpec> {
     production_named(&TopicNames::default())
