@@ -375,8 +375,12 @@ impl MatchingPlugin {
     }
 }
 
+/// The matching plugin's alert kinds: an escalated session, a dead letter.
+const ALERT_KINDS: [&str; 2] = ["escalated", "dead_letter"];
+
 impl Plugin for MatchingPlugin {
     const KIND: PluginKind = PluginKind::Matching;
+    const ALERT_KINDS: &'static [&'static str] = &ALERT_KINDS;
 
     fn apply(&mut self, entry: &Entry, step: &mut Step<'_>) {
         self.apply_entry(entry, step);
@@ -425,6 +429,32 @@ impl Plugin for MatchingPlugin {
 
     fn figures(&self, out: &mut Vec<(&'static str, u64)>) {
         crate::pending::figures(self, out)
+    }
+
+    /// Derived from state (a failover cannot lose one): every escalation not yet resolved and
+    /// every dead letter not yet resolved is an open alert, closed by its resolution. Ids stay
+    /// apart by kind (escalation `2n`, dead letter `2n + 1`). O(escalations + dead letters): both
+    /// are rare. The `Alert` effect stays a notification to the owner's operators.
+    fn alerts_open(&self, out: &mut Vec<rtgs_core::plugin::PluginAlert>) {
+        use rtgs_core::plugin::PluginAlert;
+        for e in self.st.escalations.values().filter(|e| e.resolved.is_none()) {
+            out.push(PluginAlert {
+                plugin: Self::KIND,
+                id: e.id << 1,
+                kind: ALERT_KINDS[0],
+                subject: format!("session:{}", e.session.0),
+                since_us: e.at_us,
+            });
+        }
+        for d in self.st.dead_letters.values().filter(|d| d.resolved_at_us.is_none()) {
+            out.push(PluginAlert {
+                plugin: Self::KIND,
+                id: (d.id << 1) | 1,
+                kind: ALERT_KINDS[1],
+                subject: format!("session:{}", d.session.0),
+                since_us: d.at_us,
+            });
+        }
     }
 
     fn encode(&self, out: &mut Vec<u8>) {

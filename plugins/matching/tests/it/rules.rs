@@ -412,7 +412,15 @@ fn operators_resolve_escalated_sessions() {
         fx.cmd(MatchingCommand::LegPaid(LegPaid { session: id, bundle: 1, leg: 1 }));
         fx.tick_at(T0 + 3_600 * S);
         assert_eq!(fx.status(1), SessionStatus::Escalated);
+        // The escalation is an open alert of the state (every center shows it) until resolved.
+        let open = |fx: &Fx| {
+            let mut out = Vec::new();
+            rtgs_core::plugin::Plugin::alerts_open(fx.p(), &mut out);
+            out.into_iter().map(|a| (a.kind, a.subject)).collect::<Vec<_>>()
+        };
+        assert_eq!(open(&fx), vec![("escalated", format!("session:{}", id.0))]);
         fx.cmd(MatchingCommand::Resolve(Resolve { session: id, resolution }));
+        assert!(open(&fx).is_empty(), "a resolved escalation is no open alert");
         let want = match resolution {
             Resolution::Release => (SessionStatus::ResolvedByOperator, OrderStatus::Expired, (0, 0)),
             _ => (SessionStatus::Completed, OrderStatus::Completed, (60_000, 0)),
