@@ -4,7 +4,9 @@
 
 use crate::error::EngineError;
 use crate::frames;
-use crate::limits::{COMMANDS_PER_MESSAGE, CONSUMER_ERROR_PAUSE, PUBLISH_RETRY_PAUSE, PUBLISH_TIMEOUT};
+use crate::limits::{
+    BROKER_CALL_TIMEOUT, COMMANDS_PER_MESSAGE, CONSUMER_ERROR_PAUSE, PUBLISH_RETRY_PAUSE, PUBLISH_TIMEOUT,
+};
 use futures_util::FutureExt;
 use rdkafka::consumer::{Consumer, ConsumerContext, DefaultConsumerContext, StreamConsumer};
 use rdkafka::message::Message;
@@ -68,6 +70,25 @@ impl Broker {
             .map_err(|e| EngineError::kafka(format!("assign {topic} from offset {offset}"), e))?;
         Ok(consumer)
     }
+}
+
+/// The end (high watermark) of each of `topics`' one partition, asked by a short-lived client
+/// that never creates a topic (the broker-loss check and `rtgs rebuild-journal`).
+pub fn topic_ends(bootstrap: &str, topics: &[&str]) -> Result<Vec<i64>, EngineError> {
+    let consumer: rdkafka::consumer::BaseConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("client.id", "rtgs-topic-ends")
+        .set("allow.auto.create.topics", "false")
+        .create()
+        .map_err(|e| EngineError::kafka("the topic-ends client", e))?;
+    topics
+        .iter()
+        .map(|topic| {
+            tokio::task::block_in_place(|| consumer.fetch_watermarks(topic, 0, BROKER_CALL_TIMEOUT))
+                .map(|(_, high)| high)
+                .map_err(|e| EngineError::kafka(format!("the end of {topic}"), e))
+        })
+        .collect()
 }
 
 /// Batch on every hop: waits up to `wait` for one message, then takes whatever else is already

@@ -18,12 +18,12 @@
 //! generation is older than the sequencer's reads the new topics from their start (what it
 //! applied is dropped by seq, finality counts the acks again) and adopts it.
 
+use crate::broker::topic_ends;
 use crate::error::EngineError;
-use crate::limits::{BROKER_CALL_TIMEOUT, BROKER_LOSS_POLL, BROKER_LOST_LINE_EVERY};
+use crate::limits::{BROKER_LOSS_POLL, BROKER_LOST_LINE_EVERY};
 use crate::pg::PgRetry;
 use crate::status::Status;
 use crate::NodeConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer};
 use rtgs_kafka::topics::TopicNames;
 use rtgs_pg::center_store::CenterStore;
 use rtgs_pg::sequencer_store::SequencerStore;
@@ -78,32 +78,6 @@ pub fn restart(name: &str) -> EngineError {
     EngineError::io("restarting the node", e)
 }
 
-/// What the topics hold against what this node recorded having read.
-struct Ends {
-    journal: i64,
-    applied: i64,
-    inbound: i64,
-}
-
-fn ends(bootstrap: &str, topics: &TopicNames) -> Result<Ends, EngineError> {
-    let consumer: BaseConsumer = rdkafka::ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("client.id", "rtgs-broker-check")
-        .set("allow.auto.create.topics", "false")
-        .create()
-        .map_err(|e| EngineError::kafka("the broker check's client", e))?;
-    let high = |topic: &str| {
-        tokio::task::block_in_place(|| consumer.fetch_watermarks(topic, 0, BROKER_CALL_TIMEOUT))
-            .map(|(_, high)| high)
-            .map_err(|e| EngineError::kafka(format!("the end of {topic}"), e))
-    };
-    Ok(Ends {
-        journal: high(&topics.journal)?,
-        applied: high(&topics.applied)?,
-        inbound: high(&topics.inbound)?,
-    })
-}
-
 /// Before any task reads a topic: adopts a rebuilt broker's generation, or halts while the
 /// broker has lost data that nothing rebuilt yet (module docs). `Ok` once the node may run.
 pub async fn check(
@@ -132,11 +106,11 @@ pub async fn check(
             return Ok(());
         }
         let inbound_offset = retry.get("inbound offset", || sequencer.inbound_offset()).await?;
-        let e = ends(bootstrap, topics)?;
+        let ends = topic_ends(bootstrap, &[&topics.journal, &topics.applied, &topics.inbound])?;
         let lost: Vec<String> = [
-            (&topics.journal, journal_offset, e.journal, "this center read"),
-            (&topics.applied, ack_offset, e.applied, "this center read"),
-            (&topics.inbound, inbound_offset, e.inbound, "the sequencer recorded"),
+            (&topics.journal, journal_offset, ends[0], "this center read"),
+            (&topics.applied, ack_offset, ends[1], "this center read"),
+            (&topics.inbound, inbound_offset, ends[2], "the sequencer recorded"),
         ]
         .iter()
         .filter(|(_, offset, end, _)| *offset >= *end)

@@ -7,11 +7,10 @@
 //! go on. Commands that were on the lost inbound topic and not yet sequenced are gone: their
 //! senders retry them by `bmi` (a `bmi` sequenced before is answered, never paid twice).
 
-use crate::broker::{publish, Broker};
+use crate::broker::{publish, topic_ends, Broker};
 use crate::error::EngineError;
-use crate::limits::{BROKER_CALL_TIMEOUT, REBUILD_PAGE_BATCHES, TOPICS_TIMEOUT};
+use crate::limits::{REBUILD_PAGE_BATCHES, TOPICS_TIMEOUT};
 use crate::pg::PgServer;
-use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::FutureRecord;
 use rtgs_pg::sequencer_store::SequencerStore;
 
@@ -62,16 +61,7 @@ async fn run(c: RebuildConfig) -> Result<Rebuilt, EngineError> {
         EngineError::kafka(format!("cannot prepare the topics on the broker at {}", c.bootstrap), e)
     })?;
     let journal = broker.topics.journal.clone();
-    let end_before = {
-        let consumer: BaseConsumer = rdkafka::ClientConfig::new()
-            .set("bootstrap.servers", &c.bootstrap)
-            .set("allow.auto.create.topics", "false")
-            .create()
-            .map_err(|e| EngineError::kafka("the rebuild's client", e))?;
-        tokio::task::block_in_place(|| consumer.fetch_watermarks(&journal, 0, BROKER_CALL_TIMEOUT))
-            .map_err(|e| EngineError::kafka(format!("the end of {journal}"), e))?
-            .1
-    };
+    let end_before = topic_ends(&c.bootstrap, &[&journal])?[0];
     if end_before > 0 && !c.force {
         return Err(EngineError::Config(format!(
             "the journal topic {journal} holds {end_before} messages: it was not lost. If it lost only part \

@@ -48,19 +48,7 @@ impl PluginDrill for Cluster {
             cmd.arg("--status-file").arg(self.status_path(c));
         }
         let out = cmd.output().unwrap_or_else(|e| panic!("cannot run rtgs collect: {e}"));
-        assert!(
-            out.status.success(),
-            "rtgs collect failed: {}\n{}\nDC1:\n{}\nDC2:\n{}\nDC3:\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr),
-            self.log(1),
-            self.log(2),
-            self.log(3)
-        );
-        let report: Value =
-            serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("collect report: {e}"));
-        eprintln!("collect report: {report}");
-        report
+        self.command_report("rtgs collect", out)
     }
 
     /// Per center: (watermark seq, plugin rows as (kind, seq_applied, owner, state_hash)).
