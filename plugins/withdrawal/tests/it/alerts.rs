@@ -256,7 +256,9 @@ proptest! {
         }
         prop_assert!(fx.run_until(900, WFx::quiescent));
         checkpoints.push((fx.d.journal().len(), open(fx.p())));
-        prop_assert!(fx.p().counters().alerts > 0, "a faulty world opens alerts: something to compare");
+        // Not every faulty world opens an alert (CI found seed 782832 with 21 requests that
+        // opens none): such a case has nothing to compare and is set aside, not passed.
+        prop_assume!(fx.p().counters().alerts > 0, "a faulty world that opened no alert");
         for (len, alerts) in &checkpoints {
             let (replica, _) = replay(&fx.d.journal()[..*len]);
             prop_assert_eq!(&open(&replica), alerts, "after {} entries", len);
