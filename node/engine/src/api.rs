@@ -26,14 +26,14 @@
 use crate::broker::{recv_batch, submit, Broker};
 use crate::error::EngineError;
 use crate::limits::{
-    API_EVENT_QUEUE, BROKER_CALL_TIMEOUT, COMMANDS_PER_MESSAGE, NOTICE_RECV_BYTES_MAX, NOTICE_WAIT,
-    SUBMIT_QUEUE_BATCHES,
+    API_EVENT_QUEUE, BROKER_CALL_TIMEOUT, COMMANDS_PER_MESSAGE, LOCAL_NOTICES_REMEMBERED, NOTICE_FETCH_WAIT,
+    NOTICE_RECV_BYTES_MAX, NOTICE_WAIT, SUBMIT_QUEUE_BATCHES,
 };
 use crate::Task;
 use rdkafka::consumer::Consumer;
 use rtgs_api::server::{Api, EngineLink};
 use rtgs_core::client::{ClientEvent, EngineSubmit, EntryFeed, Fed, Notice, Refusal};
-use rtgs_core::entry::{CenterId, Command, Entry, Outcome};
+use rtgs_core::entry::{CenterId, Command, Entry, Outcome, Seq};
 use rtgs_core::sequencer::Admission;
 use rtgs_kafka::wire::{self, NoticeStatus};
 use std::net::SocketAddr;
@@ -90,6 +90,52 @@ pub fn credentials(path: &Path) -> Result<rtgs_api::config::Credentials, EngineE
     Ok(credentials)
 }
 
+/// The in-process path of this center's final notices to its own API (the third hop of a
+/// payment, see `crate::push`): the center task hands them over the moment they are due,
+/// beside the notify topic. A notice it could not hand over (the API's queue full) still comes
+/// through the topic; one it did is recognised there and not handed over twice.
+pub struct LocalNotices {
+    events: crossbeam_channel::Sender<ClientEvent>,
+    delivered: std::sync::Mutex<SeqWindow>,
+}
+
+/// The last [`LOCAL_NOTICES_REMEMBERED`] seqs handed over in-process.
+#[derive(Default)]
+struct SeqWindow {
+    seqs: std::collections::HashSet<Seq>,
+    order: std::collections::VecDeque<Seq>,
+}
+
+impl LocalNotices {
+    /// A path into the API's event queue; `events_rx` is the API's end.
+    pub fn channel() -> (Arc<LocalNotices>, crossbeam_channel::Receiver<ClientEvent>) {
+        let (events, rx) = crossbeam_channel::bounded(API_EVENT_QUEUE);
+        (Arc::new(LocalNotices { events, delivered: Default::default() }), rx)
+    }
+
+    /// Hands `notices` to the API if its queue has room (never waits: the center task must not).
+    pub fn deliver(&self, notices: &[Notice]) {
+        if self.events.try_send(ClientEvent::Final(notices.to_vec())).is_ok() {
+            let mut w = self.delivered.lock().unwrap_or_else(|e| e.into_inner());
+            for n in notices {
+                if w.seqs.insert(n.seq) {
+                    w.order.push_back(n.seq);
+                }
+            }
+            while w.order.len() > LOCAL_NOTICES_REMEMBERED {
+                if let Some(old) = w.order.pop_front() {
+                    w.seqs.remove(&old);
+                }
+            }
+        }
+    }
+
+    /// Whether the notice of `seq` was handed over in-process (the topic's copy is dropped).
+    fn delivered(&self, seq: Seq) -> bool {
+        self.delivered.lock().unwrap_or_else(|e| e.into_inner()).seqs.contains(&seq)
+    }
+}
+
 /// What the API link is given.
 pub struct ApiInputs {
     pub name: String,
@@ -105,6 +151,11 @@ pub struct ApiInputs {
     pub feed: mpsc::Receiver<Vec<Entry>>,
     /// Every seq up to here is final.
     pub final_through: Arc<AtomicU64>,
+    /// The in-process notices (`LocalNotices::channel`) and the API's end of that queue.
+    pub local_notices: Arc<LocalNotices>,
+    pub events: crossbeam_channel::Receiver<ClientEvent>,
+    /// The push path's outgoing notices (`None`: off): each inbound message goes there too.
+    pub push: Option<mpsc::Sender<crate::push::Outgoing>>,
 }
 
 /// The entries the center applied, for the read model (on its own thread).
@@ -137,7 +188,7 @@ pub fn listen_address(listen: Option<SocketAddr>, port_offset: u16) -> Result<So
 /// Starts the API (its threads) and returns the tasks the node runs for it.
 pub async fn start(i: ApiInputs) -> Result<Vec<Task>, EngineError> {
     let (submit_tx, submit_rx) = mpsc::channel(SUBMIT_QUEUE_BATCHES);
-    let (events_tx, events_rx) = crossbeam_channel::bounded(API_EVENT_QUEUE);
+    let (events_tx, events_rx) = (i.local_notices.events.clone(), i.events);
     let final_through = {
         let f = Arc::clone(&i.final_through);
         Arc::new(move || f.load(Ordering::Relaxed))
@@ -157,9 +208,9 @@ pub async fn start(i: ApiInputs) -> Result<Vec<Task>, EngineError> {
         .map_err(|e| EngineError::io(format!("binding the API to {}", i.listen), e))?;
     let local = listener.local_addr().map_err(|e| EngineError::io("the API listener", e))?;
     tracing::info!(center = %i.name, "API listening on http://{local}");
-    let notices = notice_task(i.name.clone(), i.center, &i.broker, events_tx)?;
+    let notices = notice_task(i.name.clone(), i.center, &i.broker, events_tx, i.local_notices)?;
     let producer = i.broker.producer(&format!("{}-api", i.name))?;
-    let submit = submit_task(i.name, i.center, i.broker, producer, submit_rx);
+    let submit = submit_task(i.name, i.center, i.broker, producer, submit_rx, i.push);
     let server = async move {
         api.serve(listener, std::future::pending())
             .await
@@ -175,6 +226,7 @@ async fn submit_task(
     broker: Broker,
     producer: rdkafka::producer::FutureProducer,
     mut rx: mpsc::Receiver<Vec<Command>>,
+    push: Option<mpsc::Sender<crate::push::Outgoing>>,
 ) -> Result<(), EngineError> {
     let who = format!("{name}: api");
     let mut commands: Vec<Command> = Vec::new();
@@ -187,7 +239,12 @@ async fn submit_task(
                 Err(_) => break,
             }
         }
-        submit(&producer, &broker, center, &commands, &who).await;
+        for (offset, body) in submit(&producer, &broker, center, &commands, &who).await {
+            // Stored by the broker at `offset`: the leader may take it from here sooner.
+            if let (Some(push), Some(notice)) = (&push, crate::push::inbound_notice(offset, &body)) {
+                let _ = push.try_send((rtgs_pg::sequencer_store::INBOUND_CHANNEL, notice));
+            }
+        }
         commands.clear();
     }
 }
@@ -199,9 +256,16 @@ fn notice_task(
     center: CenterId,
     broker: &Broker,
     events: crossbeam_channel::Sender<ClientEvent>,
+    local: Arc<LocalNotices>,
 ) -> Result<impl std::future::Future<Output = Result<(), EngineError>>, EngineError> {
     let topic = broker.topics.notify.clone();
-    let consumer = broker.assigned_consumer(&format!("api-{name}"), &format!("{name}-api"), &topic, 0)?;
+    let consumer = broker.assigned_consumer(
+        &format!("api-{name}"),
+        &format!("{name}-api"),
+        &topic,
+        0,
+        NOTICE_FETCH_WAIT,
+    )?;
     let (_, high) = consumer
         .fetch_watermarks(&topic, 0, BROKER_CALL_TIMEOUT * 2)
         .map_err(|e| EngineError::kafka(format!("reading the end of {topic}"), e))?;
@@ -231,7 +295,9 @@ fn notice_task(
                             continue;
                         }
                     };
-                    finals.push(Notice { center, seq: n.seq, bmi: n.bmi, outcome, submitted_at_us: 0 });
+                    if !local.delivered(n.seq) {
+                        finals.push(Notice { center, seq: n.seq, bmi: n.bmi, outcome, submitted_at_us: 0 });
+                    }
                 }
             }
             let events_now = [

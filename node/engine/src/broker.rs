@@ -49,19 +49,22 @@ impl Broker {
     }
 
     /// A consumer of `topic`'s one partition from `offset`, in group `group`: assigned, not
-    /// subscribed (each center reads everything; its progress is in its own database).
+    /// subscribed (each center reads everything; its progress is in its own database). Its
+    /// fetch wait is `wait` (`rtgs_kafka::clients::consumer_waiting`).
     pub fn assigned_consumer(
         &self,
         group: &str,
         client_id: &str,
         topic: &str,
         offset: i64,
+        wait: std::time::Duration,
     ) -> Result<StreamConsumer, EngineError> {
-        let consumer: StreamConsumer = rtgs_kafka::clients::consumer(
+        let consumer: StreamConsumer = rtgs_kafka::clients::consumer_waiting(
             &self.bootstrap,
             &self.group(group),
             client_id,
             DefaultConsumerContext,
+            u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
         )
         .map_err(|e| EngineError::kafka(format!("consumer {client_id}"), e))?;
         let mut tpl = rdkafka::TopicPartitionList::new();
@@ -127,14 +130,21 @@ pub async fn recv_batch<C: ConsumerContext + 'static>(
 
 /// Publishes one message and waits for the broker's confirmation, again until it comes (a
 /// message the broker may have stored twice is harmless: every reader is idempotent).
-pub async fn publish(producer: &FutureProducer, topic: &str, key: Option<&[u8]>, payload: &[u8], who: &str) {
+/// Returns the offset the broker stored it at.
+pub async fn publish(
+    producer: &FutureProducer,
+    topic: &str,
+    key: Option<&[u8]>,
+    payload: &[u8],
+    who: &str,
+) -> i64 {
     loop {
         let mut record = FutureRecord::<[u8], [u8]>::to(topic).payload(payload);
         if let Some(key) = key {
             record = record.key(key);
         }
         match producer.send(record, PUBLISH_TIMEOUT).await {
-            Ok(_) => return,
+            Ok(delivery) => return delivery.offset,
             Err((e, _)) => {
                 tracing::warn!(who = %who, "publishing to {topic}: {e}; again");
                 tokio::time::sleep(PUBLISH_RETRY_PAUSE).await;
@@ -144,18 +154,20 @@ pub async fn publish(producer: &FutureProducer, topic: &str, key: Option<&[u8]>,
 }
 
 /// Publishes commands to the inbound topic (keyed by their origin), in frames the broker takes,
-/// each repeated until confirmed.
+/// each repeated until confirmed; returns each message's offset and body.
 pub async fn submit(
     producer: &FutureProducer,
     broker: &Broker,
     origin: CenterId,
     commands: &[Command],
     who: &str,
-) {
-    let mut body = Vec::new();
+) -> Vec<(i64, Vec<u8>)> {
+    let mut sent = Vec::new();
     for range in frames::cut(commands, COMMANDS_PER_MESSAGE, frames::command_bytes) {
-        body.clear();
+        let mut body = Vec::new();
         codec::encode_commands_frame(&commands[range], &mut body);
-        publish(producer, &broker.topics.inbound, Some(&[origin.0]), &body, who).await;
+        let offset = publish(producer, &broker.topics.inbound, Some(&[origin.0]), &body, who).await;
+        sent.push((offset, body));
     }
+    sent
 }

@@ -32,7 +32,7 @@ use crate::clock::{wall_us, Clock};
 use crate::error::{EngineError, Invariant};
 use crate::limits::{
     ACK_QUEUE_BATCHES, COMMIT_QUEUE_COMMITS, JOURNAL_QUEUE_BATCHES, MERGED_COMMIT_ENTRIES_MAX,
-    PUBLISH_QUEUE_ITEMS, TIMELINE_RUNS_MAX,
+    PUBLISH_QUEUE_ITEMS, PUSHED_STREAM_FETCH_WAIT, STREAM_FETCH_WAIT, TIMELINE_RUNS_MAX,
 };
 use crate::metrics::{Metrics, Timeline};
 use crate::pg::PgRetry;
@@ -43,7 +43,10 @@ use rtgs_core::center::{Awaiting, Center, CenterConfig, Commit, Outputs, Pull, R
 use rtgs_core::codec;
 use rtgs_core::entry::{CenterId, Entry, Outcome, Seq};
 use rtgs_core::finalizer::{Finalizer, SeqStatus};
-use rtgs_core::limits::FINALIZER_WINDOW_SEQS;
+use rtgs_core::limits::{FINALIZER_WINDOW_SEQS, GAP_BUFFER_SLOTS};
+
+/// Pushed entries further than this ahead of the next seq to apply are left to the journal.
+const PUSHED_AHEAD_MAX: u64 = GAP_BUFFER_SLOTS as u64 / 4;
 use rtgs_pg::center_store::CenterStore;
 use rtgs_pg::sequencer_store::SequencerStore;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -81,6 +84,12 @@ pub struct CenterInputs {
     pub store: CenterStore,
     /// The sequencer's outbox: gap pulls read it.
     pub outbox: SequencerStore,
+    /// What the push path heard (`crate::push`; `None`: off).
+    pub pushed: Option<mpsc::Receiver<crate::push::Pushed>>,
+    /// This center's ack notices, to the push path (`None`: off, or the ack drop drill runs).
+    pub push_acks: Option<mpsc::Sender<crate::push::Outgoing>>,
+    /// Final notices straight to this node's API (`None`: no API).
+    pub local_notices: Option<Arc<crate::api::LocalNotices>>,
     pub retry: PgRetry,
     pub plugins: Option<Router>,
     /// Every committed entry, in seq order, for the API's read model.
@@ -146,11 +155,15 @@ pub async fn start(i: CenterInputs) -> Result<Started, EngineError> {
         ack_next,
         catch_up_seq: None,
     };
+    // With the push path beside them, the journal and ack readers are the record and the
+    // backstop, not the fast path: they may wait long per fetch (`limits`).
+    let stream_wait = if i.pushed.is_some() { PUSHED_STREAM_FETCH_WAIT } else { STREAM_FETCH_WAIT };
     let journal_consumer = i.broker.assigned_consumer(
         &format!("ledger-{}", i.name),
         &format!("{}-ledger", i.name),
         &i.broker.topics.journal,
         stored.journal_offset + 1,
+        stream_wait,
     )?;
     let journal_end = journal::end(&journal_consumer, &i.broker.topics.journal);
     let mut center = Center::new(config, restore, i.clock.now_us());
@@ -174,7 +187,7 @@ pub async fn start(i: CenterInputs) -> Result<Started, EngineError> {
         faults: i.faults,
         tx: journal_tx,
     };
-    let ack_reader = acks::Reader::new(&i.name, &i.broker, ack_next, rewind_rx, acks_tx)?;
+    let ack_reader = acks::Reader::new(&i.name, &i.broker, ack_next, rewind_rx, acks_tx, stream_wait)?;
     // Everything applied is committed (the watermark is the stored one).
     i.commit_stats.seq_committed.store(seq_applied, Ordering::Relaxed);
     let committer = committer::Committer {
@@ -207,6 +220,9 @@ pub async fn start(i: CenterInputs) -> Result<Started, EngineError> {
         out: Outputs::default(),
         journal: journal_rx,
         acks: acks_rx,
+        pushed: i.pushed,
+        push_acks: i.push_acks,
+        local_notices: i.local_notices,
         journal_turn: true,
         committed: committed_rx,
         announced: announced_rx,
@@ -244,6 +260,12 @@ struct Driver {
     out: Outputs,
     journal: mpsc::Receiver<Vec<JournalMessage>>,
     acks: mpsc::Receiver<AckBatch>,
+    /// What the push path heard (`crate::push`).
+    pushed: Option<mpsc::Receiver<crate::push::Pushed>>,
+    /// This center's ack notices, to the push path.
+    push_acks: Option<mpsc::Sender<crate::push::Outgoing>>,
+    /// Final notices straight to this node's API.
+    local_notices: Option<Arc<crate::api::LocalNotices>>,
     /// Journal and acks take turns when both are ready (neither starves the other).
     journal_turn: bool,
     /// The committer's answer: durable through this seq.
@@ -305,6 +327,7 @@ impl Driver {
                     Input::Journal(batch) => self.on_journal(batch.ok_or(EngineError::TaskGone("journal reader"))?),
                     Input::Acks(batch) => self.on_acks(batch.ok_or(EngineError::TaskGone("ack reader"))?),
                 },
+                Some(pushed) = next_pushed(&mut self.pushed) => self.on_pushed(pushed),
                 () = tokio::time::sleep_until(wake) => self.center.handle_timeout(self.clock.now_us()),
             }
             self.drain().await?;
@@ -319,6 +342,40 @@ impl Driver {
         }
     }
 
+    /// What the push path heard: entries as from the journal (without a position), acks beside
+    /// the stream (`Center::handle_acks_pushed`).
+    fn on_pushed(&mut self, pushed: crate::push::Pushed) {
+        let now = self.clock.now_us();
+        match pushed {
+            crate::push::Pushed::Entries(entries) => {
+                // A center catching up reads the journal; entries far ahead of it would only
+                // crowd its gap buffer (and be dropped and pulled): the journal brings them.
+                let ahead = entries.first().map_or(0, |e| e.seq.saturating_sub(self.center.seq_next()));
+                if ahead <= PUSHED_AHEAD_MAX {
+                    self.center.handle_entries(entries.into_iter().map(|e| (e, 0)), None, now)
+                }
+            }
+            crate::push::Pushed::Acks(from, acks) => {
+                let before = self.center.seq_unfinal_first();
+                self.center.handle_acks_pushed(from, &acks, now);
+                self.note_acked(from, &acks);
+                let after = self.center.seq_unfinal_first();
+                if after > before {
+                    self.finalized(before, after);
+                }
+            }
+        }
+    }
+
+    /// How far each center acked, for the lag metric (an invalid sender is the `Center`'s
+    /// alarm, not a figure).
+    fn note_acked(&mut self, from: CenterId, acks: &[rtgs_core::ledger::Applied]) {
+        let index = usize::from(from.0).checked_sub(1);
+        if let (Some(seen), Some(last)) = (index.and_then(|i| self.local.seq_acked.get_mut(i)), acks.last()) {
+            *seen = (*seen).max(last.seq);
+        }
+    }
+
     /// Feeds ack messages one at a time: when one makes the `Center` ask to read the stream
     /// again, the rest of the batch is dropped (it is read again after the seek).
     fn on_acks(&mut self, batch: AckBatch) {
@@ -328,14 +385,7 @@ impl Driver {
         for m in batch.messages {
             let before = self.center.seq_unfinal_first();
             self.center.handle_acks(m.from, &m.acks, m.offset, self.clock.now_us());
-            // How far each center acked, for the lag metric (an invalid sender is the `Center`'s
-            // alarm, not a figure).
-            let index = usize::from(m.from.0).checked_sub(1);
-            if let (Some(seen), Some(last)) =
-                (index.and_then(|i| self.local.seq_acked.get_mut(i)), m.acks.last())
-            {
-                *seen = (*seen).max(last.seq);
-            }
+            self.note_acked(m.from, &m.acks);
             let after = self.center.seq_unfinal_first();
             if after > before {
                 self.finalized(before, after);
@@ -385,6 +435,13 @@ impl Driver {
             self.rewind.send(rewind).map_err(|_| EngineError::TaskGone("ack reader"))?;
         }
         let mut outgoing = Vec::new();
+        if let (Some(push), false) = (&self.push_acks, self.out.acks.is_empty()) {
+            // Pushed here, not by the publisher: they must not queue behind its broker round
+            // trips. A full queue skips them: the broker carries them anyway.
+            for notice in crate::push::ack_notices(self.center.config().center, &self.out.acks) {
+                let _ = push.try_send((rtgs_pg::sequencer_store::ACKS_CHANNEL, notice));
+            }
+        }
         if !self.out.acks.is_empty() {
             outgoing.push(Outgoing::Acks(std::mem::take(&mut self.out.acks)));
         }
@@ -396,6 +453,11 @@ impl Driver {
             outgoing.push(Outgoing::Reack(from));
         }
         if !self.out.notices.is_empty() {
+            // This node's API first, in-process (before the publisher: the topic's copy is
+            // then recognised as delivered).
+            if let Some(local) = &self.local_notices {
+                local.deliver(&self.out.notices);
+            }
             outgoing.push(Outgoing::Notices(std::mem::take(&mut self.out.notices)));
         }
         if !self.out.commands.is_empty() {
@@ -503,6 +565,16 @@ impl Driver {
 enum Input {
     Journal(Option<Vec<JournalMessage>>),
     Acks(Option<AckBatch>),
+}
+
+/// The next item the push path heard (never, without one).
+async fn next_pushed(
+    pushed: &mut Option<mpsc::Receiver<crate::push::Pushed>>,
+) -> Option<crate::push::Pushed> {
+    match pushed {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// The next journal or ack batch, `journal_first` saying which is taken when both are ready:

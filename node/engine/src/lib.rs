@@ -52,6 +52,7 @@ pub mod log;
 pub mod metrics;
 pub mod pg;
 pub mod plugins;
+pub mod push;
 pub mod rebuild;
 pub mod sequencer;
 pub mod status;
@@ -108,6 +109,9 @@ pub struct NodeConfig {
     pub faults: Faults,
     /// `Tick`s also when idle (off only in drills comparing quiescent databases).
     pub idle_tick: bool,
+    /// The push path (`push`): journal batches and acks also through PostgreSQL's
+    /// notifications, for latency (the broker still carries everything).
+    pub push: bool,
     pub plugins: PluginsConfig,
     /// The owner failure detector's silence.
     pub owner_silence: Duration,
@@ -272,7 +276,31 @@ async fn start(
         }
         None => (None, None),
     };
+    let local_notices = config.api.as_ref().map(|_| api::LocalNotices::channel());
     let final_through = Arc::new(AtomicU64::new(0));
+    // The push path (`push`): its task, and its two queues — heard → center task, this
+    // center's ack notices ← publisher.
+    let (pushed, push_out, pushed_inbound) = if config.push {
+        let (pushed_tx, pushed_rx) = mpsc::channel(limits::PUSH_QUEUE_ITEMS);
+        let (inbound_tx, inbound_rx) = mpsc::channel(limits::PUSH_QUEUE_ITEMS);
+        let (out_tx, out_rx) = mpsc::channel(limits::PUSH_OUT_QUEUE);
+        tasks.spawn(
+            push::Push {
+                name: name.clone(),
+                conn: config.pg.conn_string(&config.seq_db),
+                outbox: SequencerStore::new(outbox_pool.clone()),
+                to_center: pushed_tx,
+                journal: config.faults.drop_journal_one_in == 0,
+                to_sequencer: inbound_tx,
+                out: out_rx,
+                stats: Arc::clone(&status.push),
+            }
+            .run(),
+        );
+        (Some(pushed_rx), Some(out_tx), Some(inbound_rx))
+    } else {
+        (None, None, None)
+    };
     let started = center::start(center::CenterInputs {
         name: name.clone(),
         center: config.center,
@@ -282,6 +310,13 @@ async fn start(
         faults: config.faults,
         store: CenterStore::new(center_pool),
         outbox: SequencerStore::new(outbox_pool),
+        pushed,
+        // The ack drills (dropped acks must be recovered by re-acks; a diverged ack must halt
+        // finality) change acks in the publisher: no push beside them.
+        push_acks: push_out
+            .clone()
+            .filter(|_| config.faults.drop_acks_one_in == 0 && config.faults.diverge_at_seq == 0),
+        local_notices: local_notices.as_ref().map(|(l, _)| Arc::clone(l)),
         retry: retry.clone(),
         plugins: router,
         feed: feed_tx,
@@ -309,8 +344,11 @@ async fn start(
         retry,
         stats: Arc::clone(&status.sequencer),
         metrics: Arc::clone(metrics),
+        pushed: pushed_inbound,
     }));
-    if let (Some(api), Some(credentials), Some(feed)) = (&config.api, credentials, feed_rx) {
+    if let (Some(api), Some(credentials), Some(feed), Some((local_notices, events))) =
+        (&config.api, credentials, feed_rx, local_notices)
+    {
         let inputs = api::ApiInputs {
             name: name.clone(),
             center: config.center,
@@ -321,6 +359,9 @@ async fn start(
             plugins: replica_host(config, &started.plugins)?,
             feed,
             final_through,
+            local_notices,
+            events,
+            push: push_out,
         };
         for task in api::start(inputs).await? {
             tasks.spawn(task);

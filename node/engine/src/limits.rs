@@ -72,6 +72,15 @@ pub const NOTICE_RECV_BYTES_MAX: usize = 1 << 20;
 /// Bytes taken from the inbound consumer per sequencer round, beyond its first message: a
 /// command is at least ≈ 40 bytes, so about one sequencer batch.
 pub const INBOUND_RECV_BYTES_MAX: usize = core::SEQUENCER_BATCH_ENTRIES_MAX * 40;
+/// The broker's fetch wait (`rtgs_kafka::clients::consumer_waiting`) of the journal and ack
+/// readers without the push path (each hop costs 1–2 of it), and with it (they are the record
+/// and the backstop then; a long wait keeps the broker's polling cost low — catching up is not
+/// slower: a fetch takes up to 8 MiB).
+pub const STREAM_FETCH_WAIT: Duration = Duration::from_millis(10);
+pub const PUSHED_STREAM_FETCH_WAIT: Duration = Duration::from_millis(100);
+/// The API's notify reader: refusals (and the final notices the in-process path could not hand
+/// over) — not on the path of an ordinary payment.
+pub const NOTICE_FETCH_WAIT: Duration = Duration::from_millis(50);
 /// How long a reader waits for a first message before it looks at its other inputs.
 pub const JOURNAL_WAIT: Duration = Duration::from_millis(20);
 pub const ACK_WAIT: Duration = Duration::from_millis(20);
@@ -198,3 +207,23 @@ pub const OUTBOX_POOL_CONNECTIONS: usize = 2;
 /// other pools (a burst of gap pulls during a broker outage, a slow record) delays a renewal
 /// past the silence threshold and hands leadership to a survivor while the leader is alive.
 pub const LEASE_POOL_CONNECTIONS: usize = 1;
+
+// ---- the push path (`push`) -----------------------------------------------------------------
+
+/// Acks per pushed ack message: 10 bytes each, base64 within PostgreSQL's 8,000-byte payload.
+pub const PUSH_ACKS_PER_NOTICE: usize = 500;
+/// Notices heard but not yet handed to the center task, and pushed items waiting for the center
+/// task (each ≤ one journal batch or one ack message); full: skipped, the broker brings them.
+pub const PUSH_QUEUE_ITEMS: usize = 256;
+/// Notices waiting to be sent (acks, inbound messages); full: skipped (the broker carries them).
+pub const PUSH_OUT_QUEUE: usize = 256;
+/// Inbound messages up to this size are pushed (base64 and the offset within PostgreSQL's
+/// 8,000-byte payload); larger ones go through the broker alone.
+pub const PUSH_INBOUND_BYTES_MAX: usize = 5_800;
+/// Pushed inbound messages the leader holds while an earlier offset has not come yet.
+pub const PUSH_INBOUND_HELD_MAX: usize = 1_024;
+/// A lost push connection is made again after this pause.
+pub const PUSH_RECONNECT_PAUSE: Duration = Duration::from_secs(1);
+/// Seqs whose final notice the center task handed to its own API in-process, remembered so
+/// that the notify topic's copy is not handed over again (it follows within milliseconds).
+pub const LOCAL_NOTICES_REMEMBERED: usize = 131_072;

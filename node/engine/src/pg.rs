@@ -33,7 +33,7 @@ impl PgServer {
     }
 
     /// A `tokio_postgres::connect` string for database `dbname`.
-    fn conn_string(&self, dbname: &str) -> String {
+    pub(crate) fn conn_string(&self, dbname: &str) -> String {
         format!(
             "host={} port={} user={} password={} dbname={dbname}",
             self.host, self.port, self.user, self.password

@@ -36,10 +36,11 @@ use crate::frames;
 use crate::limits::{
     INBOUND_RECV_BYTES_MAX, INBOUND_WAIT_LEADING, IN_FLIGHT_MAX, JOURNAL_MESSAGE_ENTRIES_MAX,
     LEADER_SILENCE_MAX, LEADER_SILENCE_STAGGER, LEASE_CHECK_INTERVAL, LEASE_INTERVAL, MARK_INTERVAL,
-    PRODUCER_FULL_PAUSE, PUBLISH_RETRY_PAUSE,
+    PRODUCER_FULL_PAUSE, PUBLISH_RETRY_PAUSE, PUSH_INBOUND_HELD_MAX,
 };
 use crate::metrics::Metrics;
 use crate::pg::PgRetry;
+use crate::push::InboundPushed;
 use crate::status::SequencerStats;
 use futures_util::FutureExt;
 use rdkafka::consumer::{Consumer, DefaultConsumerContext, StreamConsumer};
@@ -53,10 +54,11 @@ use rtgs_core::sequencer::{Admission, Lookup, Sequencer};
 use rtgs_kafka::wire::{self, Notice, NoticeStatus};
 use rtgs_pg::sequencer_store::{OutboxBatch, SequencerStore};
 use rtgs_pg::StoreError;
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
 
 /// What the sequencer task is given.
 pub struct SequencerInputs {
@@ -72,6 +74,56 @@ pub struct SequencerInputs {
     pub retry: PgRetry,
     pub stats: Arc<SequencerStats>,
     pub metrics: Arc<Metrics>,
+    /// Inbound messages pushed by the APIs (`crate::push`; `None`: off).
+    pub pushed: Option<mpsc::Receiver<InboundPushed>>,
+}
+
+/// Inbound messages heard on the push path, held until they follow what was sequenced: the
+/// leader takes a pushed message exactly as if it had read it from the topic at its offset —
+/// only the next offset, in order — so a message read from both is sequenced once (the
+/// topic's copy is then below the recorded `inbound_offset` and skipped, as after any
+/// takeover), and the topic still carries everything the push path drops.
+struct PushedInbound {
+    rx: mpsc::Receiver<InboundPushed>,
+    held: BTreeMap<i64, Vec<u8>>,
+}
+
+impl PushedInbound {
+    /// Waits for the next pushed message (never, when the push path is off).
+    async fn arrived(pushed: &mut Option<PushedInbound>) {
+        match pushed {
+            Some(p) => match p.rx.recv().await {
+                Some((offset, body)) => {
+                    p.held.insert(offset, body);
+                }
+                None => std::future::pending().await,
+            },
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Takes what arrived; beyond [`PUSH_INBOUND_HELD_MAX`] held, the highest offsets go (the
+    /// topic brings them).
+    fn take(&mut self) {
+        while let Ok((offset, body)) = self.rx.try_recv() {
+            self.held.insert(offset, body);
+        }
+        while self.held.len() > PUSH_INBOUND_HELD_MAX {
+            self.held.pop_last();
+        }
+    }
+
+    /// Appends to `batch` (read from the topic, in offset order) the held messages that follow
+    /// it — or that follow `inbound_offset`, what was sequenced — without a gap; forgets those
+    /// already covered.
+    fn extend(&mut self, batch: &mut Vec<(i64, Vec<u8>)>, inbound_offset: i64) {
+        let mut next = batch.last().map_or(inbound_offset, |(o, _)| (*o).max(inbound_offset)) + 1;
+        self.held = self.held.split_off(&next);
+        while let Some(body) = self.held.remove(&next) {
+            batch.push((next, body));
+            next += 1;
+        }
+    }
 }
 
 struct InFlight {
@@ -171,7 +223,7 @@ struct Instance {
     lease: Arc<Lease>,
 }
 
-pub async fn run(i: SequencerInputs) -> Result<(), EngineError> {
+pub async fn run(mut i: SequencerInputs) -> Result<(), EngineError> {
     let producer = i.broker.producer(&format!("{}-sequencer", i.name))?;
     // Never subscribed: the partition is assigned when this instance leads. The group id only
     // names the client; progress is PostgreSQL's `inbound_offset`.
@@ -190,6 +242,7 @@ pub async fn run(i: SequencerInputs) -> Result<(), EngineError> {
     });
     let keeper = tokio::spawn(keep_lease(i.name.clone(), i.lease_store.clone(), lease.clone()));
     let _stop_keeper = AbortOnDrop(keeper);
+    let mut pushed = i.pushed.take().map(|rx| PushedInbound { rx, held: BTreeMap::new() });
     let s = Instance { i, producer, consumer, lease };
     let mut leader: Option<Leader> = None;
     // The first claim may take back this center's own lease: this process is its next life.
@@ -198,6 +251,11 @@ pub async fn run(i: SequencerInputs) -> Result<(), EngineError> {
         let Some(l) = leader.as_mut() else {
             leader = s.claim(restarting).await?;
             restarting = false;
+            // What was pushed while following is not this instance's to sequence.
+            if let Some(p) = pushed.as_mut() {
+                p.take();
+                p.held.clear();
+            }
             if leader.is_none() {
                 tokio::time::sleep(LEASE_CHECK_INTERVAL).await;
             }
@@ -209,7 +267,15 @@ pub async fn run(i: SequencerInputs) -> Result<(), EngineError> {
             continue;
         }
         let who = format!("{}: sequencer: inbound", s.i.name);
-        let batch = recv_batch(&s.consumer, INBOUND_WAIT_LEADING, INBOUND_RECV_BYTES_MAX, &who).await;
+        // The topic, or the push path if it brings the next message sooner.
+        let mut batch = tokio::select! {
+            batch = recv_batch(&s.consumer, INBOUND_WAIT_LEADING, INBOUND_RECV_BYTES_MAX, &who) => batch,
+            () = PushedInbound::arrived(&mut pushed) => Vec::new(),
+        };
+        if let Some(p) = pushed.as_mut() {
+            p.take();
+            p.extend(&mut batch, l.inbound_offset);
+        }
         match s.lead(l, &batch).await {
             Ok(()) => {}
             Err(LeadError::Fenced { epoch, seq_first }) => {
@@ -634,4 +700,55 @@ fn random_key() -> [u64; 2] {
         h.finish()
     };
     [half(1), half(2)]
+}
+
+#[cfg(test)]
+mod pushed_tests {
+    use super::*;
+
+    fn held(offsets: &[i64]) -> PushedInbound {
+        let (_tx, rx) = mpsc::channel(1);
+        PushedInbound { rx, held: offsets.iter().map(|o| (*o, vec![*o as u8])).collect() }
+    }
+
+    #[test]
+    fn pushed_messages_are_taken_only_in_offset_order_after_what_was_sequenced() {
+        // Sequenced through offset 10; pushed 11, 12 and 14 (13 not heard): 11 and 12 follow.
+        let mut p = held(&[9, 11, 12, 14]);
+        let mut batch = Vec::new();
+        p.extend(&mut batch, 10);
+        assert_eq!(batch.iter().map(|(o, _)| *o).collect::<Vec<_>>(), vec![11, 12]);
+        assert_eq!(p.held.keys().copied().collect::<Vec<_>>(), vec![14], "9 is forgotten, 14 waits for 13");
+        // The topic brings 13 (and 14 again): the held 14 is covered, nothing taken twice.
+        let mut batch = vec![(13, vec![13]), (14, vec![14])];
+        p.extend(&mut batch, 12);
+        assert_eq!(batch.iter().map(|(o, _)| *o).collect::<Vec<_>>(), vec![13, 14]);
+        assert!(p.held.is_empty());
+    }
+
+    #[test]
+    fn pushed_messages_extend_a_topic_batch_that_reaches_them() {
+        let mut p = held(&[21, 22, 30]);
+        let mut batch = vec![(19, vec![19]), (20, vec![20])];
+        p.extend(&mut batch, 18);
+        assert_eq!(batch.iter().map(|(o, _)| *o).collect::<Vec<_>>(), vec![19, 20, 21, 22]);
+        assert_eq!(p.held.keys().copied().collect::<Vec<_>>(), vec![30]);
+    }
+
+    #[test]
+    fn an_inbound_notice_carries_the_offset_and_the_body_or_nothing_when_too_large() {
+        let body = vec![7u8; 100];
+        let notice = crate::push::inbound_notice(42, &body).expect("small enough");
+        assert!(notice.len() < 8_000);
+        let (offset, b64) = notice.split_once(':').unwrap();
+        assert_eq!(offset, "42");
+        use base64::Engine;
+        assert_eq!(base64::engine::general_purpose::STANDARD.decode(b64).unwrap(), body);
+        let big = vec![0u8; crate::limits::PUSH_INBOUND_BYTES_MAX];
+        assert!(crate::push::inbound_notice(1, &big).unwrap().len() < 8_000, "the largest pushed fits");
+        assert_eq!(
+            crate::push::inbound_notice(1, &vec![0u8; crate::limits::PUSH_INBOUND_BYTES_MAX + 1]),
+            None
+        );
+    }
 }

@@ -111,6 +111,8 @@ pub struct Status {
     pub plugins: Option<Arc<PluginStatus>>,
     /// Why the node is halted at start because the broker lost data (`broker_loss`).
     pub broker_lost: Mutex<Option<String>>,
+    /// The push path's counters (`push`); all zero when it is off.
+    pub push: Arc<crate::push::PushStats>,
 }
 
 impl Status {
@@ -126,6 +128,7 @@ impl Status {
             pg_retries: Arc::default(),
             plugins: plugins.then(Arc::default),
             broker_lost: Mutex::new(None),
+            push: Arc::default(),
         }
     }
 
@@ -183,6 +186,16 @@ impl Status {
         // lists the same ones at the same seq), as of the last plugin snapshot.
         map.insert("alerts".into(), self.alerts_json());
         map.insert("center_stats".into(), center_stats_json(&c.stats));
+        let push = &self.push;
+        map.insert(
+            "push".into(),
+            serde_json::json!({
+                "journal_notices": push.journal_notices.load(Ordering::Relaxed),
+                "ack_notices": push.ack_notices.load(Ordering::Relaxed),
+                "skipped": push.skipped.load(Ordering::Relaxed),
+                "reconnects": push.reconnects.load(Ordering::Relaxed),
+            }),
+        );
         if let Some(p) = &self.plugins {
             map.insert("plugins".into(), plugins_json(p, &c.stats));
         }

@@ -36,6 +36,8 @@ pub fn producer(bootstrap: &str, client_id: &str) -> Result<FutureProducer, Kafk
         .set("message.send.max.retries", "2147483647")
         // Batch on every hop, but never hold a message long: the quorum waits on it.
         .set("linger.ms", "1")
+        // Small requests on loopback and across data centers: never held back by Nagle.
+        .set("socket.nagle.disable", "true")
         .set("batch.num.messages", "10000")
         .set("batch.size", "1048576")
         // The engine cuts every message below this (its `limits`: journal frames, acks, notices
@@ -59,12 +61,31 @@ pub fn producer(bootstrap: &str, client_id: &str) -> Result<FutureProducer, Kafk
         .create()?)
 }
 
-/// A consumer in `group` (`sequencer`, `ledger-DC1`, `finalizer-DC2`, ...).
+/// The fetch wait of [`consumer`].
+pub const FETCH_WAIT_MS: u64 = 10;
+
+/// A consumer in `group` (`sequencer`, `ledger-DC1`, `finalizer-DC2`, ...), fetch wait
+/// [`FETCH_WAIT_MS`].
 pub fn consumer<C: ConsumerContext + 'static>(
     bootstrap: &str,
     group: &str,
     client_id: &str,
     context: C,
+) -> Result<StreamConsumer<C>, KafkaAdapterError> {
+    consumer_waiting(bootstrap, group, client_id, context, FETCH_WAIT_MS)
+}
+
+/// [`consumer`] with its own `fetch.wait.max.ms`. The broker here (tansu 0.6) answers a fetch
+/// only after the whole wait, even when data arrived at once, and each fetch costs it about a
+/// millisecond of CPU on durable storage: a short wait is a short hop but a busy broker (an
+/// idle three-node cluster with 10 ms waits kept it at about one core), a long one is cheap but
+/// slow. Readers that something faster stands beside (the engine's push path) wait long.
+pub fn consumer_waiting<C: ConsumerContext + 'static>(
+    bootstrap: &str,
+    group: &str,
+    client_id: &str,
+    context: C,
+    fetch_wait_ms: u64,
 ) -> Result<StreamConsumer<C>, KafkaAdapterError> {
     Ok(ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
@@ -81,8 +102,8 @@ pub fn consumer<C: ConsumerContext + 'static>(
         .set("session.timeout.ms", SESSION_TIMEOUT_MS.to_string())
         .set("heartbeat.interval.ms", "500")
         .set("max.poll.interval.ms", "30000")
-        // The broker here sleeps about half of fetch.wait.max.ms per long-poll round.
-        .set("fetch.wait.max.ms", "10")
+        .set("fetch.wait.max.ms", fetch_wait_ms.to_string())
+        .set("socket.nagle.disable", "true")
         .set("fetch.min.bytes", "1")
         .set("max.partition.fetch.bytes", "8388608")
         .set("fetch.max.bytes", "52428800")

@@ -49,6 +49,32 @@ pub struct SequencerStore {
     pool: Pool,
 }
 
+/// The push path's channel for recorded journal batches (`LISTEN rtgs_journal`): every batch
+/// `record_batch` commits is announced there — its frames in base64 when they fit
+/// [`JOURNAL_NOTICE_INLINE_BYTES_MAX`], else `@` and its first seq (read it from the outbox).
+/// The broker's journal topic still carries every batch: a listener that misses a notice loses
+/// only time.
+pub const JOURNAL_CHANNEL: &str = "rtgs_journal";
+/// The push path's channel for inbound messages (`rtgs-engine`'s API sends each message it
+/// submitted there too, once the broker stored it, with its offset: the leader sequences it
+/// from there in offset order as if read from the topic).
+pub const INBOUND_CHANNEL: &str = "rtgs_inbound";
+/// The push path's channel for acks (`rtgs-engine`'s publisher sends each ack message there too).
+pub const ACKS_CHANNEL: &str = "rtgs_acks";
+/// Frames up to this size ride in the notice itself (base64 within PostgreSQL's 8,000-byte
+/// payload limit).
+pub const JOURNAL_NOTICE_INLINE_BYTES_MAX: usize = 5_600;
+
+/// What [`JOURNAL_CHANNEL`] says of `batch`.
+pub fn journal_notice(batch: &OutboxBatch) -> String {
+    use base64::Engine;
+    if batch.frames.len() <= JOURNAL_NOTICE_INLINE_BYTES_MAX {
+        base64::engine::general_purpose::STANDARD.encode(&batch.frames)
+    } else {
+        format!("@{}", batch.seq_first)
+    }
+}
+
 fn to_i64(v: u64) -> Result<i64, StoreError> {
     i64::try_from(v).map_err(|_| StoreError::Corrupt(format!("{v} does not fit a bigint")))
 }
@@ -306,6 +332,9 @@ impl SequencerStore {
                 });
             }
         }
+        // The push path (`JOURNAL_CHANNEL`): delivered to the listeners at commit, never if it
+        // rolls back — only durable batches are announced.
+        tx.execute("SELECT pg_notify($1, $2)", &[&JOURNAL_CHANNEL, &journal_notice(batch)]).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -408,6 +437,18 @@ impl SequencerStore {
             )
             .await?;
         Ok(row.is_some())
+    }
+
+    /// The recorded batch that starts at `seq_first` (the push path's doorbell: one index probe).
+    pub async fn batch_at(&self, seq_first: Seq) -> Result<Option<OutboxBatch>, StoreError> {
+        let client = self.pool.get().await?;
+        let row = client
+            .query_opt(
+                "SELECT seq_first, seq_last, epoch, frames FROM journal_outbox WHERE seq_first = $1",
+                &[&to_i64(seq_first)?],
+            )
+            .await?;
+        row.as_ref().map(row_to_batch).transpose()
     }
 
     /// The recorded batches that hold seqs `from..=to` (gap pulls, dedupe rebuild), in order.

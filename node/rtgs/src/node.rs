@@ -64,6 +64,11 @@ pub struct NodeArgs {
     /// ticks then ride only with batches. Plugin timers need idle ticks: never in production.
     #[arg(long, env = "RTGS_NO_IDLE_TICK", hide = true)]
     pub no_idle_tick: bool,
+    /// No push path (`RTGS_NO_PUSH=true`): journal batches and acks reach the other centers only
+    /// through the broker — correct, but each hop then costs the broker's fetch wait (about 10 to
+    /// 20 ms here). For comparisons and as a way out if PostgreSQL's notifications misbehave.
+    #[arg(long, env = "RTGS_NO_PUSH")]
+    pub no_push: bool,
     #[command(flatten)]
     pub plugins: PluginArgs,
     #[command(flatten)]
@@ -128,6 +133,7 @@ impl NodeArgs {
                 diverge_at_seq: self.fault_diverge_at_seq,
             },
             idle_tick: !self.no_idle_tick,
+            push: !self.no_push,
             plugins,
             owner_silence: Duration::from_secs(p.owner_silence_s.max(1)),
             api: self.api.api_config.map(|config| ApiConfig { config, listen: self.api.api_listen }),

@@ -51,6 +51,7 @@ impl Reader {
         position: u64,
         rewind: watch::Receiver<Rewind>,
         tx: mpsc::Sender<AckBatch>,
+        fetch_wait: std::time::Duration,
     ) -> Result<Self, EngineError> {
         let topic = broker.topics.applied.clone();
         let offset = i64::try_from(position).map_err(|_| Invariant(format!("ack position {position}")))?;
@@ -59,6 +60,7 @@ impl Reader {
             &format!("{name}-finalizer"),
             &topic,
             offset,
+            fetch_wait,
         )?;
         Ok(Reader { name: name.to_string(), topic, consumer, rewind, generation: 0, tx })
     }

@@ -1,0 +1,287 @@
+//! The push path: PostgreSQL `LISTEN`/`NOTIFY` beside the broker, for latency only.
+//!
+//! The broker used here (tansu 0.6) answers every fetch only after its whole
+//! `fetch.wait.max.ms` — it does not wake a waiting fetch when data arrives — and every fetch
+//! costs it about a millisecond of CPU on its durable storage. So each broker hop costs 1 to 2
+//! fetch waits, and a payment crosses four (inbound, journal, acks, notices): 77–120 ms from
+//! submission to final on an idle cluster, where PostgreSQL and the core need a few. Shorter
+//! fetch waits do not help: the broker's polling cost grows until it is the bottleneck (an idle
+//! three-node cluster already kept it at ~1 core with 10 ms waits). See bench/README.md
+//! "Production latency".
+//!
+//! **Decision.** The two hops every payment needs between centers — the journal and the acks —
+//! are also *pushed* through the sequencer's PostgreSQL database, which every center already
+//! talks to:
+//! * the sequencer leader announces each batch it records on [`JOURNAL_CHANNEL`] **inside the
+//!   batch's transaction** (PostgreSQL delivers a notification at commit and never for a
+//!   rolled-back transaction: only durable batches are pushed, exactly as only durable batches
+//!   are published) — small batches inline, large ones as a doorbell this task answers by
+//!   reading the batch from the outbox (as a gap pull does);
+//! * each center's publisher pushes every ack message it publishes on [`ACKS_CHANNEL`] too
+//!   (after the commit that made them true, as for the broker).
+//!
+//! This task listens on both and hands what it hears to the center task, which feeds the
+//! `Center` exactly as journal messages without a position and acks beside the stream
+//! (`Center::handle_acks_pushed`). **The broker stays the journal of record**: every batch and
+//! every ack still goes through it and is read from it; the stream positions, resume points,
+//! rewinds and re-acks are the broker's alone. A notification that is lost (a listener
+//! reconnecting, a full queue here) costs time, never an entry: the broker brings it. Entries
+//! and acks that arrive twice are duplicates the `Center` already ignores.
+//!
+//! The third hop, the notices to this node's own API, is in-process (`crate::api`); the fourth,
+//! the inbound topic, stays on the broker (see bench/README.md for what that costs).
+
+use crate::error::EngineError;
+use crate::limits::{PUSH_ACKS_PER_NOTICE, PUSH_INBOUND_BYTES_MAX, PUSH_QUEUE_ITEMS, PUSH_RECONNECT_PAUSE};
+use base64::Engine;
+use futures_util::StreamExt;
+use rtgs_core::codec;
+use rtgs_core::entry::{CenterId, Entry};
+use rtgs_core::ledger::Applied;
+use rtgs_kafka::wire;
+use rtgs_pg::sequencer_store::{SequencerStore, ACKS_CHANNEL, INBOUND_CHANNEL, JOURNAL_CHANNEL};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::mpsc;
+use tokio_postgres::AsyncMessage;
+
+/// What the push path heard, for the center task.
+pub enum Pushed {
+    /// A recorded batch's entries (durable in the outbox).
+    Entries(Vec<Entry>),
+    /// One ack message of a center.
+    Acks(CenterId, Vec<Applied>),
+}
+
+/// Counters of the push path (in the node's status).
+#[derive(Default)]
+pub struct PushStats {
+    pub journal_notices: AtomicU64,
+    pub ack_notices: AtomicU64,
+    /// Notices that could not be used (did not decode, or the queue to the center was full):
+    /// the broker brings what they carried.
+    pub skipped: AtomicU64,
+    pub reconnects: AtomicU64,
+}
+
+/// A notice to send: its channel and payload.
+pub type Outgoing = (&'static str, String);
+
+/// An inbound message pushed by an API after the broker stored it: its offset and its body.
+pub type InboundPushed = (i64, Vec<u8>);
+
+/// What [`INBOUND_CHANNEL`] says of an inbound message the broker stored at `offset`: `None`
+/// when it is too large for a notice (the broker alone carries it).
+pub fn inbound_notice(offset: i64, body: &[u8]) -> Option<String> {
+    (body.len() <= PUSH_INBOUND_BYTES_MAX)
+        .then(|| format!("{offset}:{}", base64::engine::general_purpose::STANDARD.encode(body)))
+}
+
+/// Encodes this center's acks for [`ACKS_CHANNEL`]: ack messages of at most
+/// [`PUSH_ACKS_PER_NOTICE`] (within PostgreSQL's 8,000-byte payload), base64.
+pub fn ack_notices(center: CenterId, acks: &[Applied]) -> Vec<String> {
+    let mut out = Vec::new();
+    for run in acks.chunk_by(|a, b| a.seq + 1 == b.seq) {
+        for chunk in run.chunks(PUSH_ACKS_PER_NOTICE) {
+            if let Some(body) = wire::encode_acks(center, chunk) {
+                out.push(base64::engine::general_purpose::STANDARD.encode(body));
+            }
+        }
+    }
+    out
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Heard {
+    Journal,
+    Acks,
+    Inbound,
+}
+
+/// The push task of one center.
+pub struct Push {
+    pub name: String,
+    /// `tokio_postgres::connect` string of the sequencer's database.
+    pub conn: String,
+    pub outbox: SequencerStore,
+    /// To the center task (bounded; full: the notice is skipped, the broker has it).
+    pub to_center: mpsc::Sender<Pushed>,
+    /// Journal notices are ignored (a drill that drops journal messages must see gap pulls).
+    pub journal: bool,
+    /// Inbound messages pushed by the APIs, to this node's sequencer (it uses them when it
+    /// leads; full: skipped).
+    pub to_sequencer: mpsc::Sender<InboundPushed>,
+    /// Notices to send: this center's acks (publisher), its API's inbound messages.
+    pub out: mpsc::Receiver<Outgoing>,
+    pub stats: Arc<PushStats>,
+}
+
+impl Push {
+    /// Listens until the node stops; a lost connection is made again after a pause (meanwhile
+    /// the broker carries everything, only slower).
+    pub async fn run(mut self) -> Result<(), EngineError> {
+        let mut last_warning: Option<Instant> = None;
+        loop {
+            let why = self.session().await;
+            if self.out.is_closed() && self.out.is_empty() {
+                return Err(EngineError::TaskGone("publisher"));
+            }
+            self.stats.reconnects.fetch_add(1, Ordering::Relaxed);
+            if last_warning.is_none_or(|t| t.elapsed().as_secs() >= 10) {
+                last_warning = Some(Instant::now());
+                tracing::warn!(center = %self.name, "push path: {why}; the broker carries everything meanwhile");
+            }
+            tokio::time::sleep(PUSH_RECONNECT_PAUSE).await;
+        }
+    }
+
+    /// One connection: listen, forward, send this center's ack notices. Returns why it ended.
+    async fn session(&mut self) -> String {
+        let (client, mut connection) = match tokio_postgres::connect(&self.conn, tokio_postgres::NoTls).await
+        {
+            Ok(c) => c,
+            Err(e) => return format!("cannot connect to the sequencer database: {e}"),
+        };
+        // The connection is driven by its own task: notifications come out of it, and the
+        // client's queries make progress only while it is polled.
+        let (heard_tx, mut heard) = mpsc::channel::<(Heard, String)>(PUSH_QUEUE_ITEMS);
+        let stats = Arc::clone(&self.stats);
+        let driver = tokio::spawn(async move {
+            let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
+            while let Some(message) = messages.next().await {
+                match message {
+                    Ok(AsyncMessage::Notification(n)) => {
+                        let heard = match n.channel() {
+                            JOURNAL_CHANNEL => Heard::Journal,
+                            ACKS_CHANNEL => Heard::Acks,
+                            _ => Heard::Inbound,
+                        };
+                        if heard_tx.try_send((heard, n.payload().to_owned())).is_err() {
+                            stats.skipped.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(e) => return format!("connection lost: {e}"),
+                }
+            }
+            "connection closed".to_owned()
+        });
+        let listen = format!("LISTEN {JOURNAL_CHANNEL}; LISTEN {ACKS_CHANNEL}; LISTEN {INBOUND_CHANNEL}");
+        if let Err(e) = client.batch_execute(&listen).await {
+            driver.abort();
+            return format!("LISTEN failed: {e}");
+        }
+        let why = loop {
+            tokio::select! {
+                heard = heard.recv() => match heard {
+                    Some((heard, payload)) => {
+                        if let Err(why) = self.on_notice(heard, &payload).await {
+                            break why;
+                        }
+                    }
+                    None => break "the listener stopped".to_owned(),
+                },
+                out = self.out.recv() => match out {
+                    Some((channel, payload)) => {
+                        if let Err(e) = client.execute("SELECT pg_notify($1, $2)", &[&channel, &payload]).await {
+                            break format!("NOTIFY failed: {e}");
+                        }
+                    }
+                    None => break "the publisher stopped".to_owned(),
+                },
+            }
+        };
+        driver.abort();
+        match driver.await {
+            Ok(reason) => reason,
+            Err(_) => why,
+        }
+    }
+
+    async fn on_notice(&mut self, heard: Heard, payload: &str) -> Result<(), String> {
+        if heard == Heard::Inbound {
+            let parsed = payload.split_once(':').and_then(|(offset, body)| {
+                Some((
+                    offset.parse::<i64>().ok()?,
+                    base64::engine::general_purpose::STANDARD.decode(body).ok()?,
+                ))
+            });
+            match parsed {
+                Some(message) => {
+                    if self.to_sequencer.try_send(message).is_err() {
+                        self.skip();
+                    }
+                }
+                None => self.skip(),
+            }
+            return Ok(());
+        }
+        let pushed = if heard == Heard::Journal {
+            if !self.journal {
+                return Ok(());
+            }
+            self.stats.journal_notices.fetch_add(1, Ordering::Relaxed);
+            let frames = match payload.strip_prefix('@') {
+                // A doorbell: the batch is in the outbox (committed before the notice was sent).
+                Some(seq) => {
+                    let Ok(seq) = seq.parse() else { return Ok(self.skip()) };
+                    match self.outbox.batch_at(seq).await {
+                        Ok(batch) => batch.into_iter().map(|b| b.frames).collect::<Vec<_>>(),
+                        Err(e) => return Err(format!("reading seq {seq} from the outbox: {e}")),
+                    }
+                }
+                None => match base64::engine::general_purpose::STANDARD.decode(payload) {
+                    Ok(frames) => vec![frames],
+                    Err(_) => return Ok(self.skip()),
+                },
+            };
+            let mut entries = Vec::new();
+            for f in &frames {
+                if codec::decode_frames(f, &mut entries).is_err() {
+                    return Ok(self.skip());
+                }
+            }
+            Pushed::Entries(entries)
+        } else {
+            self.stats.ack_notices.fetch_add(1, Ordering::Relaxed);
+            let Ok(body) = base64::engine::general_purpose::STANDARD.decode(payload) else {
+                return Ok(self.skip());
+            };
+            let mut acks = Vec::new();
+            let Some(from) = wire::decode_acks(&body, &mut acks) else { return Ok(self.skip()) };
+            Pushed::Acks(from, acks)
+        };
+        if self.to_center.try_send(pushed).is_err() {
+            self.skip();
+        }
+        Ok(())
+    }
+
+    fn skip(&self) {
+        self.stats.skipped.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtgs_core::entry::Outcome;
+
+    #[test]
+    fn ack_notices_fit_a_notify_payload_and_decode_to_the_acks() {
+        let acks: Vec<Applied> = (1..=2_000u64)
+            .chain(5_000..5_010)
+            .map(|seq| Applied { seq, outcome: Outcome::Accepted, state_hash: seq * 7 })
+            .collect();
+        let notices = ack_notices(CenterId(2), &acks);
+        assert_eq!(notices.len(), 5, "2,000 contiguous in four, the separate run in one");
+        let mut back = Vec::new();
+        for n in &notices {
+            assert!(n.len() < 8_000, "PostgreSQL refuses payloads of 8,000 bytes or more: {}", n.len());
+            let body = base64::engine::general_purpose::STANDARD.decode(n).unwrap();
+            assert_eq!(wire::decode_acks(&body, &mut back), Some(CenterId(2)));
+        }
+        assert_eq!(back, acks);
+    }
+}
