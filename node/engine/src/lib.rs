@@ -287,7 +287,8 @@ async fn start(
         tasks.spawn(
             push::Push {
                 name: name.clone(),
-                conn: config.pg.conn_string(&config.seq_db),
+                // Named, so an operator sees (and a drill can cut) the push sessions.
+                conn: format!("{} application_name=rtgs-push-{name}", config.pg.conn_string(&config.seq_db)),
                 outbox: SequencerStore::new(outbox_pool.clone()),
                 to_center: pushed_tx,
                 journal: config.faults.drop_journal_one_in == 0,

@@ -118,15 +118,13 @@ pub struct Push {
 }
 
 impl Push {
-    /// Listens until the node stops; a lost connection is made again after a pause (meanwhile
-    /// the broker carries everything, only slower).
+    /// Listens until the node stops (the task is never done: it is dropped with the node); a
+    /// lost connection is made again after a pause (meanwhile the broker carries everything,
+    /// only slower).
     pub async fn run(mut self) -> Result<(), EngineError> {
         let mut last_warning: Option<Instant> = None;
         loop {
             let why = self.session().await;
-            if self.out.is_closed() && self.out.is_empty() {
-                return Err(EngineError::TaskGone("publisher"));
-            }
             self.stats.reconnects.fetch_add(1, Ordering::Relaxed);
             if last_warning.is_none_or(|t| t.elapsed().as_secs() >= 10) {
                 last_warning = Some(Instant::now());
@@ -172,6 +170,8 @@ impl Push {
             driver.abort();
             return format!("LISTEN failed: {e}");
         }
+        // Nothing to send (no API, no acks to push): listening goes on.
+        let mut sending = true;
         let why = loop {
             tokio::select! {
                 heard = heard.recv() => match heard {
@@ -182,13 +182,13 @@ impl Push {
                     }
                     None => break "the listener stopped".to_owned(),
                 },
-                out = self.out.recv() => match out {
+                out = self.out.recv(), if sending => match out {
                     Some((channel, payload)) => {
                         if let Err(e) = client.execute("SELECT pg_notify($1, $2)", &[&channel, &payload]).await {
                             break format!("NOTIFY failed: {e}");
                         }
                     }
-                    None => break "the publisher stopped".to_owned(),
+                    None => sending = false,
                 },
             }
         };

@@ -48,6 +48,12 @@ fn a_normal_run_of_50000_transfers_reconciles() {
     );
     let human = std::fs::read_to_string(c.dir.join("dc1.log")).unwrap_or_default();
     assert!(human.lines().any(|l| l == "DC1: running"), "DC1's human log: {human}");
+    // The push path carried journal batches and acks beside the broker, without a reconnect.
+    for s in s.iter().flatten() {
+        let p = &s["push"];
+        assert!(u(&p["journal_notices"]) > 0 && u(&p["ack_notices"]) > 0, "{}: push {p}", s["center"]);
+        assert_eq!(u(&p["reconnects"]), 0, "{}: push {p}", s["center"]);
+    }
 }
 
 #[test]
@@ -631,4 +637,40 @@ fn alone_finalizes_nothing(c: &mut Cluster, center: usize) -> (serde_json::Value
         "applied entries wait for a quorum: {after}"
     );
     (before, after)
+}
+
+#[test]
+fn q_the_push_path_cut_twice_or_off_loses_nothing() {
+    let _one = lock();
+    let mut c = Cluster::new("q");
+    // DC3 without the push path: it hears everything through the broker only.
+    c.extra_env[2].push(("RTGS_NO_PUSH".into(), "true".into()));
+    c.start_all();
+    let load = c.load_at("Q", 40_000, 8_000, 120);
+    c.wait_flowing(2_000);
+    let mut cut = 0;
+    for _ in 0..2 {
+        // Every push session of the sequencer's database is cut (as a failover of PostgreSQL
+        // or a network blip would): the broker carries everything until they are back.
+        let rows = c.sql(
+            1,
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name LIKE 'rtgs-push-%'",
+            &[],
+        );
+        cut += rows[0].get::<_, i64>(0);
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    assert!(cut >= 2, "two push sessions (DC1, DC2) cut at least once: {cut}");
+    c.finish_and_check(load, "Q", 40_000, "after the push sessions were cut");
+    let s = c.statuses();
+    for (i, s) in s.iter().enumerate() {
+        let s = s.as_ref().unwrap_or_else(|| panic!("DC{} wrote no status", i + 1));
+        let p = &s["push"];
+        if i == 2 {
+            assert_eq!(u(&p["journal_notices"]) + u(&p["ack_notices"]), 0, "DC3 runs without: {p}");
+        } else {
+            assert!(u(&p["reconnects"]) >= 1, "DC{} made its push session again: {p}", i + 1);
+            assert!(u(&p["journal_notices"]) > 0, "DC{}: {p}", i + 1);
+        }
+    }
 }
