@@ -112,7 +112,12 @@ impl CenterStore {
         }
         let mut client = self.pool.get().await?;
         let tx = client.transaction().await?;
-        let row = tx.query_one("SELECT seq_applied FROM watermark WHERE id = 1 FOR UPDATE", &[]).await?;
+        let row = tx
+            .query_one(
+                &tx.prepare_cached("SELECT seq_applied FROM watermark WHERE id = 1 FOR UPDATE").await?,
+                &[],
+            )
+            .await?;
         let seq_applied = row.get::<_, i64>(0) as u64;
         if let (Some(first), Some(last)) = (c.applied.first(), c.applied.last()) {
             if first.seq != seq_applied + 1 {
@@ -123,15 +128,18 @@ impl CenterStore {
             write_holds(&tx, &c.changed.holds).await?;
             let (cur, minor): (Vec<String>, Vec<i64>) =
                 c.funded.iter().map(|(c, m)| (c.as_str().to_string(), *m as i64)).unzip();
-            tx.execute(
-                "INSERT INTO funded (currency, funded_minor) SELECT * FROM UNNEST($1::text[], $2::bigint[])
-                 ON CONFLICT (currency) DO UPDATE SET funded_minor = EXCLUDED.funded_minor",
+            tx.execute(&tx.prepare_cached("INSERT INTO funded (currency, funded_minor) SELECT * FROM UNNEST($1::text[], $2::bigint[])
+                 ON CONFLICT (currency) DO UPDATE SET funded_minor = EXCLUDED.funded_minor").await?,
                 &[&cur, &minor],
             )
             .await?;
             let params: [&(dyn ToSql + Sync); 2] = [&i64_of(last.seq)?, &(last.state_hash as i64)];
-            tx.execute("UPDATE watermark SET seq_applied = $1, state_hash = $2 WHERE id = 1", &params)
-                .await?;
+            tx.execute(
+                &tx.prepare_cached("UPDATE watermark SET seq_applied = $1, state_hash = $2 WHERE id = 1")
+                    .await?,
+                &params,
+            )
+            .await?;
             match plugins {
                 PluginSave::None => {}
                 PluginSave::Advance => {
@@ -151,9 +159,8 @@ impl CenterStore {
             let (lo, hi): (Vec<i64>, Vec<i64>) =
                 p.final_ranges.iter().map(|(a, z)| (*a as i64, *z as i64)).unzip();
             // A range re-derived from replayed acks after a restart may already be recorded.
-            tx.execute(
-                "INSERT INTO finality (seq_first, seq_last) SELECT * FROM UNNEST($1::bigint[], $2::bigint[])
-                 ON CONFLICT (seq_first) DO NOTHING",
+            tx.execute(&tx.prepare_cached("INSERT INTO finality (seq_first, seq_last) SELECT * FROM UNNEST($1::bigint[], $2::bigint[])
+                 ON CONFLICT (seq_first) DO NOTHING").await?,
                 &[&lo, &hi],
             )
             .await?;
@@ -162,8 +169,11 @@ impl CenterStore {
         // (a journal read by seq) leaves the stored one as it is.
         let journal_offset = c.journal_next.map(offset_before).transpose()?;
         tx.execute(
-            "UPDATE watermark SET seq_unfinal_first = $1, ack_offset = $2, seq_notice_from = $3,
+            &tx.prepare_cached(
+                "UPDATE watermark SET seq_unfinal_first = $1, ack_offset = $2, seq_notice_from = $3,
                     journal_offset = COALESCE($4, journal_offset), updated_at = now() WHERE id = 1",
+            )
+            .await?,
             &[
                 &i64_of(p.seq_unfinal_first)?,
                 &offset_before(p.ack_next)?,
@@ -383,9 +393,12 @@ async fn upsert_accounts(
     let balances: Vec<i64> = accounts.iter().map(|a| a.balance_minor as i64).collect();
     let closed: Vec<bool> = accounts.iter().map(|a| a.closed).collect();
     tx.execute(
-        "INSERT INTO account (id, currency, balance_minor, closed)
+        &tx.prepare_cached(
+            "INSERT INTO account (id, currency, balance_minor, closed)
          SELECT * FROM UNNEST($1::bigint[], $2::text[], $3::bigint[], $4::bool[])
          ON CONFLICT (id) DO UPDATE SET balance_minor = EXCLUDED.balance_minor, closed = EXCLUDED.closed",
+        )
+        .await?,
         &[&ids, &currencies, &balances, &closed],
     )
     .await?;
@@ -405,8 +418,11 @@ async fn write_holds(
         let plugin: Vec<i16> = gone.iter().map(|(k, _)| i16::from(k.plugin as u8)).collect();
         let id: Vec<i64> = gone.iter().map(|(k, _)| k.id as i64).collect();
         tx.execute(
-            "DELETE FROM hold h USING UNNEST($1::smallint[], $2::bigint[]) AS g(plugin, id)
+            &tx.prepare_cached(
+                "DELETE FROM hold h USING UNNEST($1::smallint[], $2::bigint[]) AS g(plugin, id)
               WHERE h.plugin = g.plugin AND h.id = g.id",
+            )
+            .await?,
             &[&plugin, &id],
         )
         .await?;
@@ -417,10 +433,9 @@ async fn write_holds(
         let id: Vec<i64> = live.iter().map(|(k, _)| k.id as i64).collect();
         let account: Vec<i64> = live.iter().map(|(_, h)| h.account.0 as i64).collect();
         let amount: Vec<i64> = live.iter().map(|(_, h)| i64_of(h.amount_minor)).collect::<Result<_, _>>()?;
-        tx.execute(
-            "INSERT INTO hold (plugin, id, account, amount_minor)
+        tx.execute(&tx.prepare_cached("INSERT INTO hold (plugin, id, account, amount_minor)
              SELECT * FROM UNNEST($1::smallint[], $2::bigint[], $3::bigint[], $4::bigint[])
-             ON CONFLICT (plugin, id) DO UPDATE SET account = EXCLUDED.account, amount_minor = EXCLUDED.amount_minor",
+             ON CONFLICT (plugin, id) DO UPDATE SET account = EXCLUDED.account, amount_minor = EXCLUDED.amount_minor").await?,
             &[&plugin, &id, &account, &amount],
         )
         .await?;

@@ -136,7 +136,9 @@ const INSERT_BMIS: &str = "INSERT INTO sequenced_bmi (bmi, seq, content)
 async fn copy_bmis(tx: &deadpool_postgres::Transaction<'_>, rows: &BmiRows) -> Result<(), StoreError> {
     use tokio_postgres::binary_copy::BinaryCopyInWriter;
     use tokio_postgres::types::{ToSql, Type};
-    let sink = tx.copy_in("COPY sequenced_bmi (bmi, seq, content) FROM STDIN BINARY").await?;
+    let sink = tx
+        .copy_in(&tx.prepare_cached("COPY sequenced_bmi (bmi, seq, content) FROM STDIN BINARY").await?)
+        .await?;
     let writer = BinaryCopyInWriter::new(sink, &[Type::BYTEA, Type::INT8, Type::BYTEA]);
     futures_util::pin_mut!(writer);
     for ((bmi, seq), content) in rows.bmis.iter().zip(&rows.seqs).zip(&rows.contents) {
@@ -191,10 +193,13 @@ impl SequencerStore {
         let unconditional = condition.is_none();
         let Some(row) = tx
             .query_opt(
-                "UPDATE sequencer SET epoch = epoch + 1, leader = $1, updated_at = clock_timestamp()
+                &tx.prepare_cached(
+                    "UPDATE sequencer SET epoch = epoch + 1, leader = $1, updated_at = clock_timestamp()
                   WHERE id = 1 AND ($4 OR leader IS NULL OR ($3 AND leader = $1)
                         OR clock_timestamp() - updated_at >= $2 * interval '1 second')
                   RETURNING epoch, last_seq, inbound_offset, bmi_through",
+                )
+                .await?,
                 &[&leader, &silence_s, &restarting, &unconditional],
             )
             .await?
@@ -203,8 +208,11 @@ impl SequencerStore {
         };
         let rows = tx
             .query(
-                "SELECT seq_first, seq_last, epoch, frames FROM journal_outbox
+                &tx.prepare_cached(
+                    "SELECT seq_first, seq_last, epoch, frames FROM journal_outbox
                   WHERE NOT published ORDER BY seq_first",
+                )
+                .await?,
                 &[],
             )
             .await?;
@@ -237,8 +245,11 @@ impl SequencerStore {
             let tx = client.transaction().await?;
             let rows = tx
                 .query(
-                    "SELECT seq_first, seq_last, epoch, frames FROM journal_outbox
+                    &tx.prepare_cached(
+                        "SELECT seq_first, seq_last, epoch, frames FROM journal_outbox
                       WHERE seq_last > $1 ORDER BY seq_first LIMIT $2",
+                    )
+                    .await?,
                     &[&to_i64(through)?, &BATCHES_PER_TRANSACTION],
                 )
                 .await?;
@@ -255,7 +266,8 @@ impl SequencerStore {
             added += tx.execute(insert.as_str(), &[&r.bmis, &r.seqs, &r.contents]).await?;
             let n = tx
                 .execute(
-                    "UPDATE sequencer SET bmi_through = $1 WHERE id = 1 AND epoch = $2",
+                    &tx.prepare_cached("UPDATE sequencer SET bmi_through = $1 WHERE id = 1 AND epoch = $2")
+                        .await?,
                     &[&to_i64(last)?, &i64::from(epoch)],
                 )
                 .await?;
@@ -304,9 +316,12 @@ impl SequencerStore {
         let tx = client.transaction().await?;
         let n = tx
             .execute(
-                "UPDATE sequencer SET last_seq = $1, inbound_offset = $2, updated_at = now(),
+                &tx.prepare_cached(
+                    "UPDATE sequencer SET last_seq = $1, inbound_offset = $2, updated_at = now(),
                         bmi_through = CASE WHEN bmi_through = $4 THEN $1 ELSE bmi_through END
                   WHERE id = 1 AND epoch = $3 AND last_seq = $4",
+                )
+                .await?,
                 &[&last, &inbound_offset, &epoch, &(first - 1)],
             )
             .await?;
@@ -315,7 +330,10 @@ impl SequencerStore {
             return Err(StoreError::Fenced { epoch: batch.epoch, seq_first: batch.seq_first });
         }
         tx.execute(
-            "INSERT INTO journal_outbox (seq_first, seq_last, epoch, frames) VALUES ($1, $2, $3, $4)",
+            &tx.prepare_cached(
+                "INSERT INTO journal_outbox (seq_first, seq_last, epoch, frames) VALUES ($1, $2, $3, $4)",
+            )
+            .await?,
             &[&first, &last, &epoch, &batch.frames],
         )
         .await?;
@@ -334,7 +352,11 @@ impl SequencerStore {
         }
         // The push path (`JOURNAL_CHANNEL`): delivered to the listeners at commit, never if it
         // rolls back — only durable batches are announced.
-        tx.execute("SELECT pg_notify($1, $2)", &[&JOURNAL_CHANNEL, &journal_notice(batch)]).await?;
+        tx.execute(
+            &tx.prepare_cached("SELECT pg_notify($1, $2)").await?,
+            &[&JOURNAL_CHANNEL, &journal_notice(batch)],
+        )
+        .await?;
         tx.commit().await?;
         Ok(())
     }
@@ -401,13 +423,20 @@ impl SequencerStore {
         let tx = client.transaction().await?;
         let row = tx
             .query_one(
-                "UPDATE sequencer SET broker_generation = broker_generation + 1, epoch = epoch + 1,
+                &tx.prepare_cached(
+                    "UPDATE sequencer SET broker_generation = broker_generation + 1, epoch = epoch + 1,
                         leader = NULL, inbound_offset = -1, updated_at = clock_timestamp()
                   WHERE id = 1 RETURNING broker_generation, epoch",
+                )
+                .await?,
                 &[],
             )
             .await?;
-        tx.execute("UPDATE journal_outbox SET published = true WHERE NOT published", &[]).await?;
+        tx.execute(
+            &tx.prepare_cached("UPDATE journal_outbox SET published = true WHERE NOT published").await?,
+            &[],
+        )
+        .await?;
         tx.commit().await?;
         let epoch = u32::try_from(row.get::<_, i64>(1)).map_err(|_| StoreError::Corrupt("epoch".into()))?;
         Ok((row.get(0), epoch))
