@@ -30,6 +30,7 @@ mod publisher;
 use crate::broker::Broker;
 use crate::clock::{wall_us, Clock};
 use crate::error::{EngineError, Invariant};
+use crate::limits::PUSH_ACKS_MAX;
 use crate::limits::{
     ACK_QUEUE_BATCHES, COMMIT_QUEUE_COMMITS, JOURNAL_QUEUE_BATCHES, MERGED_COMMIT_ENTRIES_MAX,
     PUBLISH_QUEUE_ITEMS, PUSHED_STREAM_FETCH_WAIT, STREAM_FETCH_WAIT, TIMELINE_RUNS_MAX,
@@ -435,9 +436,10 @@ impl Driver {
             self.rewind.send(rewind).map_err(|_| EngineError::TaskGone("ack reader"))?;
         }
         let mut outgoing = Vec::new();
-        if let (Some(push), false) = (&self.push_acks, self.out.acks.is_empty()) {
+        if let (Some(push), 1..=PUSH_ACKS_MAX) = (&self.push_acks, self.out.acks.len()) {
             // Pushed here, not by the publisher: they must not queue behind its broker round
-            // trips. A full queue skips them: the broker carries them anyway.
+            // trips. A full queue skips them, and many at once are left to the broker (a load
+            // that big does not wait on this hop): the broker carries them anyway.
             for notice in crate::push::ack_notices(self.center.config().center, &self.out.acks) {
                 let _ = push.try_send((rtgs_pg::sequencer_store::ACKS_CHANNEL, notice));
             }

@@ -289,7 +289,6 @@ async fn start(
                 name: name.clone(),
                 // Named, so an operator sees (and a drill can cut) the push sessions.
                 conn: format!("{} application_name=rtgs-push-{name}", config.pg.conn_string(&config.seq_db)),
-                outbox: SequencerStore::new(outbox_pool.clone()),
                 to_center: pushed_tx,
                 journal: config.faults.drop_journal_one_in == 0,
                 to_sequencer: inbound_tx,

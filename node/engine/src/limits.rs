@@ -73,11 +73,11 @@ pub const NOTICE_RECV_BYTES_MAX: usize = 1 << 20;
 /// command is at least ≈ 40 bytes, so about one sequencer batch.
 pub const INBOUND_RECV_BYTES_MAX: usize = core::SEQUENCER_BATCH_ENTRIES_MAX * 40;
 /// The broker's fetch wait (`rtgs_kafka::clients::consumer_waiting`) of the journal and ack
-/// readers without the push path (each hop costs 1–2 of it), and with it (they are the record
-/// and the backstop then; a long wait keeps the broker's polling cost low — catching up is not
-/// slower: a fetch takes up to 8 MiB).
+/// readers without the push path (each hop costs 1–2 of it), and with it (they are the record,
+/// the backstop and the path of large batches then; a longer wait keeps the broker's polling
+/// cost lower).
 pub const STREAM_FETCH_WAIT: Duration = Duration::from_millis(10);
-pub const PUSHED_STREAM_FETCH_WAIT: Duration = Duration::from_millis(100);
+pub const PUSHED_STREAM_FETCH_WAIT: Duration = Duration::from_millis(25);
 /// The API's notify reader: refusals (and the final notices the in-process path could not hand
 /// over) — not on the path of an ordinary payment.
 pub const NOTICE_FETCH_WAIT: Duration = Duration::from_millis(50);
@@ -212,6 +212,8 @@ pub const LEASE_POOL_CONNECTIONS: usize = 1;
 
 /// Acks per pushed ack message: 10 bytes each, base64 within PostgreSQL's 8,000-byte payload.
 pub const PUSH_ACKS_PER_NOTICE: usize = 500;
+/// A commit's acks are pushed only up to this many (beyond, the broker alone carries them).
+pub const PUSH_ACKS_MAX: usize = 2 * PUSH_ACKS_PER_NOTICE;
 /// Notices heard but not yet handed to the center task, and pushed items waiting for the center
 /// task (each ≤ one journal batch or one ack message); full: skipped, the broker brings them.
 pub const PUSH_QUEUE_ITEMS: usize = 256;

@@ -9,27 +9,28 @@
 //! three-node cluster already kept it at ~1 core with 10 ms waits). See bench/README.md
 //! "Production latency".
 //!
-//! **Decision.** The two hops every payment needs between centers — the journal and the acks —
-//! are also *pushed* through the sequencer's PostgreSQL database, which every center already
-//! talks to:
-//! * the sequencer leader announces each batch it records on [`JOURNAL_CHANNEL`] **inside the
-//!   batch's transaction** (PostgreSQL delivers a notification at commit and never for a
+//! **Decision.** The hops are also *pushed* through the sequencer's PostgreSQL database, which
+//! every center already talks to — small things only: under a load that makes batches large the
+//! broker's hop is not what a payment waits for, and pushing them would cost the CPU the load
+//! needs (measured: pushing every batch and ack halved the throughput here).
+//! * the sequencer leader announces each small batch it records on [`JOURNAL_CHANNEL`] **inside
+//!   the batch's transaction** (PostgreSQL delivers a notification at commit and never for a
 //!   rolled-back transaction: only durable batches are pushed, exactly as only durable batches
-//!   are published) — small batches inline, large ones as a doorbell this task answers by
-//!   reading the batch from the outbox (as a gap pull does);
-//! * each center's publisher pushes every ack message it publishes on [`ACKS_CHANNEL`] too
-//!   (after the commit that made them true, as for the broker).
+//!   are published);
+//! * each center's task pushes its small ack messages on [`ACKS_CHANNEL`] (after the commit that
+//!   made them true, as for the broker);
+//! * a node's API pushes each small inbound message on [`INBOUND_CHANNEL`] once the broker stored
+//!   it, with its offset (the leader takes it only in offset order: `crate::sequencer`).
 //!
-//! This task listens on both and hands what it hears to the center task, which feeds the
+//! This task listens on all three and hands what it hears to the center task, which feeds the
 //! `Center` exactly as journal messages without a position and acks beside the stream
-//! (`Center::handle_acks_pushed`). **The broker stays the journal of record**: every batch and
-//! every ack still goes through it and is read from it; the stream positions, resume points,
-//! rewinds and re-acks are the broker's alone. A notification that is lost (a listener
-//! reconnecting, a full queue here) costs time, never an entry: the broker brings it. Entries
-//! and acks that arrive twice are duplicates the `Center` already ignores.
+//! (`Center::handle_acks_pushed`), and to the sequencer. **The broker stays the journal of
+//! record**: every batch, ack and command still goes through it and is read from it; the stream
+//! positions, resume points, rewinds and re-acks are the broker's alone. A notification that is
+//! lost (a listener reconnecting, a full queue here) costs time, never an entry: the broker
+//! brings it. Entries and acks that arrive twice are duplicates the `Center` already ignores.
 //!
-//! The third hop, the notices to this node's own API, is in-process (`crate::api`); the fourth,
-//! the inbound topic, stays on the broker (see bench/README.md for what that costs).
+//! The fourth hop, the notices to this node's own API, is in-process (`crate::api`).
 
 use crate::error::EngineError;
 use crate::limits::{PUSH_ACKS_PER_NOTICE, PUSH_INBOUND_BYTES_MAX, PUSH_QUEUE_ITEMS, PUSH_RECONNECT_PAUSE};
@@ -39,7 +40,7 @@ use rtgs_core::codec;
 use rtgs_core::entry::{CenterId, Entry};
 use rtgs_core::ledger::Applied;
 use rtgs_kafka::wire;
-use rtgs_pg::sequencer_store::{SequencerStore, ACKS_CHANNEL, INBOUND_CHANNEL, JOURNAL_CHANNEL};
+use rtgs_pg::sequencer_store::{ACKS_CHANNEL, INBOUND_CHANNEL, JOURNAL_CHANNEL};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -104,7 +105,6 @@ pub struct Push {
     pub name: String,
     /// `tokio_postgres::connect` string of the sequencer's database.
     pub conn: String,
-    pub outbox: SequencerStore,
     /// To the center task (bounded; full: the notice is skipped, the broker has it).
     pub to_center: mpsc::Sender<Pushed>,
     /// Journal notices are ignored (a drill that drops journal messages must see gap pulls).
@@ -222,25 +222,12 @@ impl Push {
                 return Ok(());
             }
             self.stats.journal_notices.fetch_add(1, Ordering::Relaxed);
-            let frames = match payload.strip_prefix('@') {
-                // A doorbell: the batch is in the outbox (committed before the notice was sent).
-                Some(seq) => {
-                    let Ok(seq) = seq.parse() else { return Ok(self.skip()) };
-                    match self.outbox.batch_at(seq).await {
-                        Ok(batch) => batch.into_iter().map(|b| b.frames).collect::<Vec<_>>(),
-                        Err(e) => return Err(format!("reading seq {seq} from the outbox: {e}")),
-                    }
-                }
-                None => match base64::engine::general_purpose::STANDARD.decode(payload) {
-                    Ok(frames) => vec![frames],
-                    Err(_) => return Ok(self.skip()),
-                },
+            let Ok(frames) = base64::engine::general_purpose::STANDARD.decode(payload) else {
+                return Ok(self.skip());
             };
             let mut entries = Vec::new();
-            for f in &frames {
-                if codec::decode_frames(f, &mut entries).is_err() {
-                    return Ok(self.skip());
-                }
+            if codec::decode_frames(&frames, &mut entries).is_err() {
+                return Ok(self.skip());
             }
             Pushed::Entries(entries)
         } else {

@@ -49,30 +49,50 @@ pub struct SequencerStore {
     pool: Pool,
 }
 
-/// The push path's channel for recorded journal batches (`LISTEN rtgs_journal`): every batch
-/// `record_batch` commits is announced there — its frames in base64 when they fit
-/// [`JOURNAL_NOTICE_INLINE_BYTES_MAX`], else `@` and its first seq (read it from the outbox).
-/// The broker's journal topic still carries every batch: a listener that misses a notice loses
-/// only time.
+/// The push path's channel for recorded journal batches (`LISTEN rtgs_journal`): a batch
+/// `record_batch` commits is announced there if it is small — at most [`JOURNAL_NOTICES_MAX`]
+/// notices, each a frame of at most [`JOURNAL_NOTICE_INLINE_BYTES_MAX`] bytes in base64. A large
+/// batch is the broker's alone (under a load that makes batches large, the broker's hop is not
+/// what a payment waits for, and pushing it would cost the CPU the load needs). The broker's
+/// journal topic carries every batch: a listener that misses a notice loses only time.
 pub const JOURNAL_CHANNEL: &str = "rtgs_journal";
+/// At most this many notices per batch (≈ 300 transfers).
+pub const JOURNAL_NOTICES_MAX: usize = 4;
 /// The push path's channel for inbound messages (`rtgs-engine`'s API sends each message it
 /// submitted there too, once the broker stored it, with its offset: the leader sequences it
 /// from there in offset order as if read from the topic).
 pub const INBOUND_CHANNEL: &str = "rtgs_inbound";
 /// The push path's channel for acks (`rtgs-engine`'s publisher sends each ack message there too).
 pub const ACKS_CHANNEL: &str = "rtgs_acks";
-/// Frames up to this size ride in the notice itself (base64 within PostgreSQL's 8,000-byte
-/// payload limit).
+/// A notice's frame is at most this large (base64 within PostgreSQL's 8,000-byte payload).
 pub const JOURNAL_NOTICE_INLINE_BYTES_MAX: usize = 5_600;
 
-/// What [`JOURNAL_CHANNEL`] says of `batch`.
-pub fn journal_notice(batch: &OutboxBatch) -> String {
+/// What [`JOURNAL_CHANNEL`] says of a batch (its `entries`): frames in base64, or nothing when
+/// it does not fit [`JOURNAL_NOTICES_MAX`] notices.
+pub fn journal_notices(frames_len: usize, entries: &[Entry]) -> Vec<String> {
     use base64::Engine;
-    if batch.frames.len() <= JOURNAL_NOTICE_INLINE_BYTES_MAX {
-        base64::engine::general_purpose::STANDARD.encode(&batch.frames)
-    } else {
-        format!("@{}", batch.seq_first)
+    let mut frames = Vec::new();
+    if frames_len > JOURNAL_NOTICES_MAX * JOURNAL_NOTICE_INLINE_BYTES_MAX || !cut_frames(entries, &mut frames)
+    {
+        return Vec::new();
     }
+    frames.iter().map(|f| base64::engine::general_purpose::STANDARD.encode(f)).collect()
+}
+
+/// `entries` as frames of at most [`JOURNAL_NOTICE_INLINE_BYTES_MAX`] bytes, at most
+/// [`JOURNAL_NOTICES_MAX`] of them; false if they do not fit.
+fn cut_frames(entries: &[Entry], out: &mut Vec<Vec<u8>>) -> bool {
+    let mut frame = Vec::new();
+    codec::encode_frame(entries, &mut frame);
+    if frame.len() <= JOURNAL_NOTICE_INLINE_BYTES_MAX {
+        out.push(frame);
+        return out.len() <= JOURNAL_NOTICES_MAX;
+    }
+    if entries.len() < 2 {
+        return false;
+    }
+    let (a, b) = entries.split_at(entries.len() / 2);
+    cut_frames(a, out) && cut_frames(b, out)
 }
 
 fn to_i64(v: u64) -> Result<i64, StoreError> {
@@ -309,7 +329,8 @@ impl SequencerStore {
     /// was sequenced before, nothing was recorded — the leader sequences the batch again with
     /// [`SequencerStore::known_bmis`]' answers.
     pub async fn record_batch(&self, batch: &OutboxBatch, inbound_offset: i64) -> Result<(), StoreError> {
-        let bmis = BmiRows::of(&decode_batch(batch)?)?;
+        let entries = decode_batch(batch)?;
+        let bmis = BmiRows::of(&entries)?;
         let (first, last) = (to_i64(batch.seq_first)?, to_i64(batch.seq_last)?);
         let epoch = i64::from(batch.epoch);
         let mut client = self.pool.get().await?;
@@ -352,11 +373,10 @@ impl SequencerStore {
         }
         // The push path (`JOURNAL_CHANNEL`): delivered to the listeners at commit, never if it
         // rolls back — only durable batches are announced.
-        tx.execute(
-            &tx.prepare_cached("SELECT pg_notify($1, $2)").await?,
-            &[&JOURNAL_CHANNEL, &journal_notice(batch)],
-        )
-        .await?;
+        for notice in journal_notices(batch.frames.len(), &entries) {
+            tx.execute(&tx.prepare_cached("SELECT pg_notify($1, $2)").await?, &[&JOURNAL_CHANNEL, &notice])
+                .await?;
+        }
         tx.commit().await?;
         Ok(())
     }
@@ -468,18 +488,6 @@ impl SequencerStore {
         Ok(row.is_some())
     }
 
-    /// The recorded batch that starts at `seq_first` (the push path's doorbell: one index probe).
-    pub async fn batch_at(&self, seq_first: Seq) -> Result<Option<OutboxBatch>, StoreError> {
-        let client = self.pool.get().await?;
-        let row = client
-            .query_opt(
-                "SELECT seq_first, seq_last, epoch, frames FROM journal_outbox WHERE seq_first = $1",
-                &[&to_i64(seq_first)?],
-            )
-            .await?;
-        row.as_ref().map(row_to_batch).transpose()
-    }
-
     /// The recorded batches that hold seqs `from..=to` (gap pulls, dedupe rebuild), in order.
     pub async fn batches(&self, from: Seq, to: Seq) -> Result<Vec<OutboxBatch>, StoreError> {
         let client = self.pool.get().await?;
@@ -491,5 +499,59 @@ impl SequencerStore {
             )
             .await?;
         rows.iter().map(row_to_batch).collect()
+    }
+}
+
+#[cfg(test)]
+mod push_tests {
+    use super::*;
+    use rtgs_core::entry::{AccountId, CenterId, Payload, Transfer};
+
+    fn entries(n: u64) -> Vec<Entry> {
+        (1..=n)
+            .map(|seq| Entry {
+                seq,
+                epoch: 1,
+                timestamp_us: seq,
+                origin: CenterId(1),
+                bmi: Bmi::new(format!("push-{seq:020}").as_bytes()).unwrap(),
+                payload: Payload::Transfer(Transfer {
+                    debtor: AccountId(1),
+                    creditor: AccountId(2),
+                    amount_minor: seq,
+                    currency: rtgs_core::entry::Currency::new(b"EUR").unwrap(),
+                }),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_small_batch_is_announced_in_notices_that_fit_and_decode_to_it() {
+        use base64::Engine;
+        for n in [1, 50, 200] {
+            let batch = entries(n);
+            let mut frames = Vec::new();
+            codec::encode_frame(&batch, &mut frames);
+            let notices = journal_notices(frames.len(), &batch);
+            assert!(!notices.is_empty() && notices.len() <= JOURNAL_NOTICES_MAX, "{n}: {}", notices.len());
+            let mut back = Vec::new();
+            for notice in &notices {
+                assert!(notice.len() < 8_000, "PostgreSQL refuses payloads of 8,000 bytes: {}", notice.len());
+                let f = base64::engine::general_purpose::STANDARD.decode(notice).unwrap();
+                codec::decode_frames(&f, &mut back).unwrap();
+            }
+            assert_eq!(back, batch, "{n} entries, in order, once");
+        }
+    }
+
+    #[test]
+    fn a_large_batch_is_left_to_the_broker() {
+        let batch = entries(2_000);
+        let mut frames = Vec::new();
+        codec::encode_frame(&batch, &mut frames);
+        assert!(journal_notices(frames.len(), &batch).is_empty());
+        // Just over what four notices hold, found by cutting rather than by the quick size check.
+        let batch = entries(400);
+        assert!(journal_notices(4 * JOURNAL_NOTICE_INLINE_BYTES_MAX, &batch).is_empty());
     }
 }

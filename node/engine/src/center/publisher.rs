@@ -11,10 +11,10 @@
 use super::Faults;
 use crate::broker::{publish, submit, Broker};
 use crate::error::{EngineError, Invariant};
-use crate::limits::{ACKS_PER_MESSAGE, NOTICES_PER_MESSAGE, REACK_ENTRIES_MAX};
+use crate::limits::{ACKS_PER_MESSAGE, NOTICES_PER_MESSAGE, PUBLISH_QUEUE_ITEMS, REACK_ENTRIES_MAX};
 use crate::pg::PgRetry;
 use crate::status::PublishStats;
-use rdkafka::producer::FutureProducer;
+use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
 use rtgs_core::client::Notice;
 use rtgs_core::entry::{CenterId, Command, Outcome, Seq};
 use rtgs_core::ledger::Applied;
@@ -47,29 +47,74 @@ pub struct Publisher {
     pub stats: Arc<PublishStats>,
 }
 
+/// A message handed to the producer, waiting for the broker's confirmation.
+struct Sent {
+    topic: String,
+    body: Vec<u8>,
+    delivery: Option<DeliveryFuture>,
+    /// A notice message: its count and its last seq (announced once confirmed, in order).
+    notices: Option<(usize, Seq)>,
+}
+
 impl Publisher {
+    /// Batch on every hop: what queued up while the last round was confirmed goes out in one
+    /// round — every message handed to the producer at once (one produce request), then the
+    /// confirmations collected in order (a failed one published again until it is confirmed).
+    /// Awaiting each message before the next cost a broker round trip per message: the origin
+    /// center (acks and notices) fell behind the others under load.
     pub async fn run(mut self) -> Result<(), EngineError> {
-        while let Some(item) = self.rx.recv().await {
-            match item {
-                Outgoing::Acks(acks) => self.acks(&acks).await?,
-                Outgoing::Reack(from) => {
-                    let store = &self.store;
-                    let again = self
-                        .retry
-                        .get("read acks to publish again", || store.applied_from(from, REACK_ENTRIES_MAX))
-                        .await?;
-                    let acks: Vec<Applied> = again.into_iter().map(|(a, _, _)| a).collect();
-                    self.acks(&acks).await?;
+        let mut items = Vec::new();
+        while let Some(first) = self.rx.recv().await {
+            items.push(first);
+            while items.len() < PUBLISH_QUEUE_ITEMS {
+                match self.rx.try_recv() {
+                    Ok(item) => items.push(item),
+                    Err(_) => break,
                 }
-                Outgoing::Notices(notices) => self.notices(&notices).await,
-                Outgoing::Commands(commands) => self.commands(&commands).await,
+            }
+            let mut sent = Vec::new();
+            for item in items.drain(..) {
+                match item {
+                    Outgoing::Acks(acks) => self.acks(&acks, &mut sent)?,
+                    Outgoing::Reack(from) => {
+                        let store = &self.store;
+                        let again = self
+                            .retry
+                            .get("read acks to publish again", || store.applied_from(from, REACK_ENTRIES_MAX))
+                            .await?;
+                        let acks: Vec<Applied> = again.into_iter().map(|(a, _, _)| a).collect();
+                        self.acks(&acks, &mut sent)?;
+                    }
+                    Outgoing::Notices(notices) => self.notices(&notices, &mut sent),
+                    Outgoing::Commands(commands) => self.commands(&commands).await,
+                }
+            }
+            for s in sent {
+                let confirmed = match s.delivery {
+                    Some(delivery) => matches!(delivery.await, Ok(Ok(_))),
+                    None => false,
+                };
+                if !confirmed {
+                    publish(&self.producer, &s.topic, None, &s.body, &self.name).await;
+                }
+                if let Some((count, last)) = s.notices {
+                    self.stats.notices.fetch_add(count as u64, Ordering::Relaxed);
+                    self.announced.send_replace(last);
+                }
             }
         }
         Err(EngineError::TaskGone("center task"))
     }
 
+    /// Hands `body` to the producer (a full client queue: published and confirmed later, one
+    /// by one).
+    fn send(&self, topic: &str, body: Vec<u8>, notices: Option<(usize, Seq)>) -> Sent {
+        let delivery = self.producer.send_result(FutureRecord::<(), [u8]>::to(topic).payload(&body[..])).ok();
+        Sent { topic: topic.to_string(), body, delivery, notices }
+    }
+
     /// This center's acks, in messages of contiguous seqs.
-    async fn acks(&mut self, acks: &[Applied]) -> Result<(), EngineError> {
+    fn acks(&mut self, acks: &[Applied], sent: &mut Vec<Sent>) -> Result<(), EngineError> {
         let diverge = self.faults.diverge_at_seq;
         let diverged: Vec<Applied>;
         let acks = if diverge > 0 && acks.iter().any(|a| a.seq == diverge) {
@@ -88,20 +133,17 @@ impl Publisher {
             if drop > 0 && self.ack_messages.is_multiple_of(drop) {
                 continue; // drill: this ack message is "lost"; finality must recover by re-acking
             }
-            publish(&self.producer, &self.broker.topics.applied, None, &body, &self.name).await;
+            sent.push(self.send(&self.broker.topics.applied, body, None));
         }
         Ok(())
     }
 
-    async fn notices(&mut self, notices: &[Notice]) {
+    fn notices(&mut self, notices: &[Notice], sent: &mut Vec<Sent>) {
         for chunk in notices.chunks(NOTICES_PER_MESSAGE) {
             let wire: Vec<wire::Notice> = chunk.iter().map(wire_notice).collect();
             let body = wire::encode_notices(&wire);
-            publish(&self.producer, &self.broker.topics.notify, None, &body, &self.name).await;
-            self.stats.notices.fetch_add(chunk.len() as u64, Ordering::Relaxed);
-            if let Some(last) = chunk.last() {
-                self.announced.send_replace(last.seq);
-            }
+            let last = chunk.last().map_or(0, |n| n.seq);
+            sent.push(self.send(&self.broker.topics.notify, body, Some((chunk.len(), last))));
         }
     }
 
