@@ -327,7 +327,7 @@ async fn start(
         }
     }
     let line_every = (config.status_interval_s > 0).then(|| Duration::from_secs(config.status_interval_s));
-    let reporter = Arc::clone(status).report(config.status_file.clone(), line_every);
+    let reporter = Arc::clone(status).report(Arc::clone(metrics), config.status_file.clone(), line_every);
     tasks.spawn(async move {
         reporter.await;
         Ok(())
