@@ -14,9 +14,9 @@ use rtgs_core::entry::{PluginKind, Seq};
 use rtgs_core::limits::CENTER_COUNT_MAX;
 use rtgs_core::plugin::PluginAlert;
 use serde_json::{Map, Value};
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
@@ -106,8 +106,12 @@ impl LastMinute {
     /// `final_p99_ms` interpolated within its bucket as Prometheus' `histogram_quantile` does
     /// (null without finals in the minute; the top bound when above every bound).
     pub fn json(&self) -> Value {
-        let per_s: Vec<u64> =
-            self.samples.iter().zip(self.samples.iter().skip(1)).map(|(a, b)| b.0.saturating_sub(a.0)).collect();
+        let per_s: Vec<u64> = self
+            .samples
+            .iter()
+            .zip(self.samples.iter().skip(1))
+            .map(|(a, b)| b.0.saturating_sub(a.0))
+            .collect();
         let seconds = per_s.len();
         let rate = if seconds == 0 { 0.0 } else { per_s.iter().sum::<u64>() as f64 / seconds as f64 };
         let deltas: Vec<u64> = match (self.samples.front(), self.samples.back()) {

@@ -207,7 +207,10 @@ impl SequencerStore {
             inbound_offset: row.get(2),
             unpublished,
             bmi_through: row.get::<_, i64>(3) as u64,
-            previous_renewal_age_ms: previous_leader.as_ref().and(previous_renewal_age_ms).map(|ms| ms.max(0) as u64),
+            previous_renewal_age_ms: previous_leader
+                .as_ref()
+                .and(previous_renewal_age_ms)
+                .map(|ms| ms.max(0) as u64),
             previous_leader,
         }))
     }

@@ -83,7 +83,7 @@
       const tr = el('tr', { 'data-center': c.id, 'data-up': String(c.up), 'data-leader': String(c.leader),
         'data-halted': String(c.halted === true), class: c.halted ? 'halted' : c.up ? '' : 'down' },
       el('td', {}, c.id), el('td', { class: 'state' }, state), el('td', {}, c.leader ? '★ leader' : ''),
-      el('td', {}, c.epoch), el('td', {}, num(c.seq_applied)), el('td', {}, num(c.seq_committed)),
+      el('td', {}, c.epoch ? c.epoch : '–'), el('td', {}, num(c.seq_applied)), el('td', {}, num(c.seq_committed)),
       el('td', {}, num(c.seq_final)), el('td', {}, num(c.lag_entries)),
       el('td', {}, m.finality_per_s == null ? '–' : num(m.finality_per_s)), el('td', {}, ms(m.final_p99_ms)),
       el('td', {}, sparkline(m.finalized_per_s)), el('td', {}, num(c.gap_pulls)),
