@@ -137,7 +137,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         let listener =
             tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
         let local = listener.local_addr()?;
-        eprintln!("rtgs serve: listening on http://{local} (operator console: http://{local}/console/)");
+        // Scripts and tests read the address from this line: nothing after it.
+        eprintln!("rtgs serve: listening on http://{local}");
+        eprintln!("rtgs serve: operator console on http://{local}/console/");
         if !local.ip().is_loopback() {
             eprintln!(
                 "rtgs serve: WARNING: listening on {local}, not on loopback: every request is signed, but put TLS \
