@@ -569,3 +569,71 @@ fn figures(c: &mut Cluster, b: &mut Browser, url: &str, served: usize) {
     eprintln!("FIGURE (the load had reached seq {flowing})");
     let _ = c.load_finish(load);
 }
+
+/// The plugin panels, on `rtgs serve` with the three plugins (the embedded engine: one process,
+/// so no cluster report — the page says so and still shows the plugins and acts).
+#[test]
+fn the_console_shows_the_plugin_panels_on_rtgs_serve() {
+    let _one = lock();
+    let dir = std::env::temp_dir().join(format!("rtgs-console-serve-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../api/participants.example.json");
+    let mut serve = Command::new(common::BIN)
+        .args(["serve", "--listen", "127.0.0.1:0", "--collection", "--withdrawal", "--matching", "--config"])
+        .arg(&example)
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start rtgs serve: {e}"));
+    let stderr = serve.stderr.take().unwrap_or_else(|| panic!("no stderr"));
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stderr));
+    let addr = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|l| l.strip_prefix("rtgs serve: listening on http://").map(str::to_string));
+    std::thread::spawn(move || lines.for_each(drop));
+    let Some(addr) = addr else {
+        let _ = serve.kill();
+        let _ = serve.wait();
+        panic!("rtgs serve did not start");
+    };
+    let mut b = Browser::launch(&dir);
+    b.navigate(&format!("http://{addr}/console/"));
+    b.eval(
+        "document.getElementById('op-key').value = 'ops'; \
+         document.getElementById('op-secret').value = 'change-me-operator-0123456789'; \
+         document.getElementById('login-form').requestSubmit(); true",
+    );
+    b.wait(
+        "that rtgs serve has no cluster report",
+        30,
+        "!document.getElementById('app').hidden && document.getElementById('banner').textContent.includes('cluster_status_unavailable')",
+    );
+    b.wait(
+        "the three plugin panels",
+        60,
+        "['collection', 'withdrawal', 'matching'].every((p) => !document.getElementById(`plugin-${p}`).hidden) \
+         && document.querySelectorAll('#w-states tbody tr').length === 14 \
+         && Array.from(document.querySelectorAll('#c-relayers tbody tr')).some((tr) => tr.textContent.includes('next nonce')) \
+         && document.querySelectorAll('#m-escalations tbody tr').length >= 1",
+    );
+    // An operator action on a plugin, answered with the plugin's own refusal (no such batch).
+    b.eval(
+        "(() => { const f = document.querySelector('form[data-action=fail]'); f.elements['id'].value = '999999'; \
+         document.getElementById('action-result').dataset.status = ''; f.requestSubmit(); return true; })()",
+    );
+    b.wait("the answer to fail-stale", 30, "!!document.getElementById('action-result').dataset.status");
+    let text = b.eval("document.getElementById('action-result').textContent");
+    assert!(
+        text.as_str().is_some_and(|t| t.contains("/v1/operator/collection/batches/999999/fail")),
+        "{text}"
+    );
+    b.screenshot("console-plugins.png");
+    drop(b);
+    let _ = serve.kill();
+    let _ = serve.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}

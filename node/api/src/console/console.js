@@ -132,7 +132,7 @@
         if (run !== running) return;
         if (r.status === 200) renderCluster(r.data);
         else if (r.status === 401) { signOut(`signed out: ${r.data ? r.data.message : r.status}`); return; }
-        else showBanner(`cluster report: ${r.data ? r.data.code : r.status}`);
+        else showBanner(`cluster report: ${r.data ? `${r.data.code}: ${r.data.message}` : r.status}`);
       } catch (e) {
         showBanner(`this node does not answer (${e.message}); open the console of another center`);
       }
