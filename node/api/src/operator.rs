@@ -1,4 +1,5 @@
-//! Operator endpoints: open, fund and close accounts; read any entry's status. Signed like
+//! Operator endpoints: open, fund and close accounts; read any entry's status, and any
+//! account's balance and statement (the console's search). Signed like
 //! participant requests but with operator credentials (a participant's key is unknown here, and
 //! an operator's key is unknown to the participant endpoints). Every write goes through the
 //! journal; whether it succeeds is the ledger's answer (RJCT RT01 account exists, RT02 balance
@@ -101,4 +102,28 @@ pub(crate) async fn get_entry(
         .status(bmi)
         .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "unknown_transfer", format!("no entry {bmi}")))?;
     Ok(Json(status_json(bmi, &status)).into_response())
+}
+
+/// Any account's balance (as a participant reads its own).
+pub(crate) async fn get_account(
+    State(state): State<Arc<AppState>>,
+    Path(id_text): Path<String>,
+    request: Request,
+) -> Result<Response, ApiError> {
+    authenticated(&state.operators, request).await?;
+    let id = parse_account_id(&id_text)?;
+    Ok(Json(crate::server::account_answer(&state, id).await?).into_response())
+}
+
+/// Any account's statement (`?from_seq=&limit=`, as a participant reads its own).
+pub(crate) async fn get_statement(
+    State(state): State<Arc<AppState>>,
+    Path(id_text): Path<String>,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let uri = request.uri().clone();
+    authenticated(&state.operators, request).await?;
+    let (from_seq, limit) = crate::server::statement_query(&uri)?;
+    let id = parse_account_id(&id_text)?;
+    Ok(Json(crate::server::statement_answer(&state, id, from_seq, limit).await?).into_response())
 }

@@ -70,7 +70,10 @@ pub(crate) struct AppState {
     /// waiting for its seq) answers at once with what it knows, so that in-flight requests
     /// finish within the shutdown grace.
     draining: tokio::sync::watch::Sender<bool>,
-    origin: CenterId,
+    pub(crate) origin: CenterId,
+    /// Every center's `/status` listener, in center order (the console's cluster report).
+    pub(crate) cluster_status: std::sync::OnceLock<Vec<SocketAddr>>,
+    pub(crate) console: crate::console::ReportCache,
 }
 
 impl AppState {
@@ -155,6 +158,8 @@ impl Api {
             submitter: RwLock::new(Some(submit)),
             draining: tokio::sync::watch::Sender::new(false),
             origin,
+            cluster_status: std::sync::OnceLock::new(),
+            console: Default::default(),
         });
         let stop = Arc::new(AtomicBool::new(false));
         let (tracker, model) = (Arc::clone(&state.tracker), Arc::clone(&state.read_model));
@@ -200,6 +205,13 @@ impl Api {
         Api { state, stop, dispatcher: Some(dispatcher), reader: Some(reader) }
     }
 
+    /// Where every center's `/status` listener is (in center order): the operator console's
+    /// cluster report asks them. Without it the console's cluster endpoint answers 404
+    /// `cluster_status_unavailable` (`rtgs serve`). Set once; later calls are ignored.
+    pub fn set_cluster_status(&self, addrs: Vec<SocketAddr>) {
+        let _ = self.state.cluster_status.set(addrs);
+    }
+
     pub fn router(&self) -> Router {
         let router = Router::new()
             .route("/v1/transfers", post(post_transfer))
@@ -212,13 +224,16 @@ impl Api {
             .route("/v1/operator/accounts", post(operator::open_account))
             .route("/v1/operator/accounts/{id}/fund", post(operator::fund_account))
             .route("/v1/operator/accounts/{id}/close", post(operator::close_account))
-            .route("/v1/operator/entries/{bmi}", get(operator::get_entry));
-        crate::plugins::routes(router)
+            .route("/v1/operator/entries/{bmi}", get(operator::get_entry))
+            .route("/v1/operator/accounts/{id}", get(operator::get_account))
+            .route("/v1/operator/accounts/{id}/statement", get(operator::get_statement));
+        crate::console::routes(crate::plugins::routes(router))
             .route("/metrics", get(get_metrics))
             .route("/v1/openapi.json", get(get_openapi))
             .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such endpoint") })
             // Every answer, the framework's own too, keeps the error contract; `track` around it
             // counts what was answered.
+            .layer(middleware::from_fn(crate::console::refuse_cross_site))
             .layer(middleware::from_fn(crate::edge::contract))
             .layer(middleware::from_fn_with_state(Arc::clone(&self.state), track))
             .with_state(Arc::clone(&self.state))
@@ -894,10 +909,15 @@ async fn get_account(
 ) -> Result<Response, ApiError> {
     let (participant, _) = authenticated(&state.keyring, request).await?;
     let id = owned_account(participant, &id_text)?;
+    Ok(Json(account_answer(&state, id).await?).into_response())
+}
+
+/// An account's balance as of everything already final (participants: their own; operators: any).
+pub(crate) async fn account_answer(state: &AppState, id: AccountId) -> Result<serde_json::Value, ApiError> {
     let (account, seq_applied) = visible_account(&state.read_model, id).await?;
     let currency = account.currency.as_str();
     let exponent = money::exponent(currency).unwrap_or(0);
-    let answer = serde_json::json!({
+    Ok(serde_json::json!({
         "account": id.0,
         "currency": currency,
         "balance": money::format_minor(account.balance_minor, exponent),
@@ -906,8 +926,7 @@ async fn get_account(
         "held_minor": account.held_minor,
         "closed": account.closed,
         "as_of_seq": seq_applied,
-    });
-    Ok(Json(answer).into_response())
+    }))
 }
 
 /// An account's statement: the entries that moved it, oldest first, from `from_seq`, as of
@@ -919,10 +938,25 @@ async fn get_statement(
 ) -> Result<Response, ApiError> {
     let uri = request.uri().clone();
     let (participant, _) = authenticated(&state.keyring, request).await?;
-    let [from_seq, limit] =
-        numeric_query(&uri, [("from_seq", 0, u64::MAX), ("limit", 1, STATEMENT_PAGE_MAX as u64)])?;
-    let (from_seq, limit) = (from_seq.unwrap_or(0), limit.map_or(STATEMENT_PAGE_DEFAULT, |l| l as usize));
+    let (from_seq, limit) = statement_query(&uri)?;
     let id = owned_account(participant, &id_text)?;
+    Ok(Json(statement_answer(&state, id, from_seq, limit).await?).into_response())
+}
+
+/// A statement's `?from_seq=&limit=`.
+pub(crate) fn statement_query(uri: &Uri) -> Result<(u64, usize), ApiError> {
+    let [from_seq, limit] =
+        numeric_query(uri, [("from_seq", 0, u64::MAX), ("limit", 1, STATEMENT_PAGE_MAX as u64)])?;
+    Ok((from_seq.unwrap_or(0), limit.map_or(STATEMENT_PAGE_DEFAULT, |l| l as usize)))
+}
+
+/// An account's statement page (participants: their own; operators: any).
+pub(crate) async fn statement_answer(
+    state: &AppState,
+    id: AccountId,
+    from_seq: u64,
+    limit: usize,
+) -> Result<serde_json::Value, ApiError> {
     read_model_caught_up(&state.read_model).await?;
     let (found, as_of_seq) = state
         .read_model
@@ -960,5 +994,5 @@ async fn get_statement(
         "lines": lines,
         "next_from_seq": next_from_seq,
     });
-    Ok(Json(answer).into_response())
+    Ok(answer)
 }

@@ -156,6 +156,8 @@ pub struct ApiInputs {
     pub events: crossbeam_channel::Receiver<ClientEvent>,
     /// The push path's outgoing notices (`None`: off): each inbound message goes there too.
     pub push: Option<mpsc::Sender<crate::push::Outgoing>>,
+    /// Every center's `/status` listener (the operator console's cluster report).
+    pub status_addrs: Vec<SocketAddr>,
 }
 
 /// The entries the center applied, for the read model (on its own thread).
@@ -203,11 +205,20 @@ pub async fn start(i: ApiInputs) -> Result<Vec<Task>, EngineError> {
         final_through,
     };
     let api = Arc::new(Api::start_linked(link, i.credentials, i.center));
+    api.set_cluster_status(i.status_addrs);
     let listener = tokio::net::TcpListener::bind(i.listen)
         .await
         .map_err(|e| EngineError::io(format!("binding the API to {}", i.listen), e))?;
     let local = listener.local_addr().map_err(|e| EngineError::io("the API listener", e))?;
     tracing::info!(center = %i.name, "API listening on http://{local}");
+    tracing::info!(center = %i.name, "operator console on http://{local}/console/");
+    if !local.ip().is_loopback() {
+        tracing::warn!(
+            center = %i.name,
+            "the API and the operator console listen on {local}, not on loopback: every request is signed, \
+             but put TLS and a firewall in front of it"
+        );
+    }
     let notices = notice_task(i.name.clone(), i.center, &i.broker, events_tx, i.local_notices)?;
     let producer = i.broker.producer(&format!("{}-api", i.name))?;
     let submit = submit_task(i.name, i.center, i.broker, producer, submit_rx, i.push);

@@ -117,6 +117,9 @@ pub struct NodeConfig {
     pub owner_silence: Duration,
     pub api: Option<ApiConfig>,
     pub metrics_listen: Option<SocketAddr>,
+    /// Every center's `/status` listener, in center order (the operator console's cluster
+    /// report); empty: `127.0.0.1:(9100 + N − 1)` for each center N.
+    pub status_addrs: Vec<SocketAddr>,
 }
 
 impl NodeConfig {
@@ -147,7 +150,24 @@ impl NodeConfig {
         if let Some(api) = &self.api {
             api::listen_address(api.listen, self.port_offset)?;
         }
+        if !self.status_addrs.is_empty() && self.status_addrs.len() != self.center_count {
+            return Err(EngineError::Config(format!(
+                "{} status addresses for {} centers (RTGS_STATUS_ADDRS: one per center, in order)",
+                self.status_addrs.len(),
+                self.center_count
+            )));
+        }
         Ok(())
+    }
+
+    /// Every center's `/status` listener (the console's cluster report).
+    pub fn status_addresses(&self) -> Vec<SocketAddr> {
+        if !self.status_addrs.is_empty() {
+            return self.status_addrs.clone();
+        }
+        (0..self.center_count)
+            .map(|i| SocketAddr::from(([127, 0, 0, 1], METRICS_PORT_BASE.saturating_add(i as u16))))
+            .collect()
     }
 
     fn metrics_address(&self) -> Result<SocketAddr, EngineError> {
@@ -362,13 +382,14 @@ async fn start(
             local_notices,
             events,
             push: push_out,
+            status_addrs: config.status_addresses(),
         };
         for task in api::start(inputs).await? {
             tasks.spawn(task);
         }
     }
     let line_every = (config.status_interval_s > 0).then(|| Duration::from_secs(config.status_interval_s));
-    let reporter = Arc::clone(status).report(config.status_file.clone(), line_every);
+    let reporter = Arc::clone(status).report(Arc::clone(metrics), config.status_file.clone(), line_every);
     tasks.spawn(async move {
         reporter.await;
         Ok(())

@@ -97,6 +97,16 @@ impl BatchHistogram {
         self.sum.fetch_add(value.saturating_mul(n), Ordering::Relaxed);
     }
 
+    /// The count of each bucket (not cumulative; the last is above every bound).
+    pub fn counts(&self) -> Vec<u64> {
+        self.counts.iter().map(|c| c.load(Ordering::Relaxed)).collect()
+    }
+
+    /// The bucket bounds, in observation units.
+    pub fn bounds(&self) -> &[u64] {
+        &self.bounds
+    }
+
     /// Appends the exposition (`_bucket` cumulative, `_sum`, `_count`; count = the `+Inf` bucket).
     fn render(&self, labels: &str, out: &mut String) {
         let (name, help) = (self.name, self.help);

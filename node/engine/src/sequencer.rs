@@ -364,6 +364,14 @@ impl Instance {
         self.assign(t.inbound_offset + 1)?;
         i.stats.seq_sequenced.store(t.last_seq, Ordering::Relaxed);
         i.stats.takeovers.fetch_add(1, Ordering::Relaxed);
+        let rebuild_ms = started.elapsed().as_millis() as u64;
+        *crate::status::lock(&i.stats.last_takeover) = Some(crate::status::TakeoverRecord {
+            epoch: u64::from(t.epoch),
+            at_unix_ms: crate::status::unix_ms(),
+            previous_leader: t.previous_leader.clone(),
+            leader_silent_ms: t.previous_renewal_age_ms,
+            rebuild_ms,
+        });
         i.stats.leader.store(true, Ordering::Relaxed);
         tracing::info!(
             center = %i.name,

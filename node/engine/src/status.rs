@@ -14,6 +14,7 @@ use rtgs_core::entry::{PluginKind, Seq};
 use rtgs_core::limits::CENTER_COUNT_MAX;
 use rtgs_core::plugin::PluginAlert;
 use serde_json::{Map, Value};
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -38,6 +39,118 @@ pub struct SequencerStats {
     pub bmi_rounds: AtomicU64,
     /// Entries sequenced as leader, idle ticks included (metrics).
     pub entries: AtomicU64,
+    /// This node's last claim of the lease (`None`: it never led in this process).
+    pub last_takeover: Mutex<Option<TakeoverRecord>>,
+}
+
+/// One claim of the sequencer lease, as the node that claimed it saw it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TakeoverRecord {
+    pub epoch: u64,
+    /// When this node led (its wall clock).
+    pub at_unix_ms: u64,
+    /// Who held the lease before (this node itself after a restart; `None`: nobody ever led).
+    pub previous_leader: Option<String>,
+    /// How long the lease had been silent when it was claimed (the database's clock): the
+    /// leader's silence the takeover waited out.
+    pub leader_silent_ms: Option<u64>,
+    /// From the claim to leading (rebuild from the outbox, republish).
+    pub rebuild_ms: u64,
+}
+
+impl TakeoverRecord {
+    fn json(&self) -> Value {
+        serde_json::json!({
+            "epoch": self.epoch,
+            "at_unix_ms": self.at_unix_ms,
+            "previous_leader": self.previous_leader,
+            "leader_silent_ms": self.leader_silent_ms,
+            "rebuild_ms": self.rebuild_ms,
+            // What an operator reads as "how long it took": the silence plus the rebuild.
+            "took_ms": self.leader_silent_ms.map(|s| s + self.rebuild_ms),
+        })
+    }
+}
+
+/// Milliseconds since the Unix epoch (0 if the clock is before it).
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+/// The last minute of finality, sampled once a second by the reporter (what the operator
+/// console charts): entries final per second, and submit → final latency from the quorum
+/// latency histogram's bucket counts (their differences over the minute).
+#[derive(Debug, Default)]
+pub struct LastMinute {
+    /// `(finalized, quorum latency bucket counts)` once a second, oldest first.
+    samples: VecDeque<(u64, Vec<u64>)>,
+    /// The histogram's bucket bounds (µs; the last bucket is above them all).
+    bounds_us: Vec<u64>,
+}
+
+impl LastMinute {
+    /// Samples kept: a minute of differences.
+    pub const SAMPLES_MAX: usize = 61;
+
+    pub fn sample(&mut self, finalized: u64, buckets: Vec<u64>, bounds_us: &[u64]) {
+        if self.bounds_us.len() != bounds_us.len() {
+            self.bounds_us = bounds_us.to_vec();
+        }
+        if self.samples.len() == Self::SAMPLES_MAX {
+            self.samples.pop_front();
+        }
+        self.samples.push_back((finalized, buckets));
+    }
+
+    /// `{"seconds", "finalized_per_s": [...], "finality_per_s", "finals", "final_p99_ms"}`:
+    /// `final_p99_ms` interpolated within its bucket as Prometheus' `histogram_quantile` does
+    /// (null without finals in the minute; the top bound when above every bound).
+    pub fn json(&self) -> Value {
+        let per_s: Vec<u64> = self
+            .samples
+            .iter()
+            .zip(self.samples.iter().skip(1))
+            .map(|(a, b)| b.0.saturating_sub(a.0))
+            .collect();
+        let seconds = per_s.len();
+        let rate = if seconds == 0 { 0.0 } else { per_s.iter().sum::<u64>() as f64 / seconds as f64 };
+        let deltas: Vec<u64> = match (self.samples.front(), self.samples.back()) {
+            (Some(a), Some(b)) if a.1.len() == b.1.len() => {
+                a.1.iter().zip(&b.1).map(|(x, y)| y.saturating_sub(*x)).collect()
+            }
+            _ => Vec::new(),
+        };
+        let finals: u64 = deltas.iter().sum();
+        serde_json::json!({
+            "seconds": seconds,
+            "finalized_per_s": per_s,
+            "finality_per_s": (rate * 10.0).round() / 10.0,
+            "finals": finals,
+            "final_p99_ms": quantile_ms(0.99, &deltas, &self.bounds_us),
+        })
+    }
+}
+
+/// The `q` quantile (ms) of observations counted per bucket (`counts[i]` ≤ `bounds_us[i]`, the
+/// last above every bound), linear within the bucket.
+fn quantile_ms(q: f64, counts: &[u64], bounds_us: &[u64]) -> Option<f64> {
+    let total: u64 = counts.iter().sum();
+    if total == 0 {
+        return None;
+    }
+    let rank = q * total as f64;
+    let mut below = 0u64;
+    for (i, &n) in counts.iter().enumerate() {
+        if n > 0 && (below + n) as f64 >= rank {
+            let Some(&hi) = bounds_us.get(i) else { return bounds_us.last().map(|&b| b as f64 / 1e3) };
+            let lo = if i == 0 { 0 } else { bounds_us[i - 1] };
+            let within = (rank - below as f64) / n as f64;
+            let us = lo as f64 + (hi - lo) as f64 * within;
+            return Some((us / 10.0).round() / 100.0);
+        }
+        below += n;
+    }
+    None
 }
 
 /// The center task's view, published after every round of its loop.
@@ -113,6 +226,8 @@ pub struct Status {
     pub broker_lost: Mutex<Option<String>>,
     /// The push path's counters (`push`); all zero when it is off.
     pub push: Arc<crate::push::PushStats>,
+    /// The last minute of finality (the reporter samples it).
+    pub minute: Mutex<LastMinute>,
 }
 
 impl Status {
@@ -129,6 +244,7 @@ impl Status {
             plugins: plugins.then(Arc::default),
             broker_lost: Mutex::new(None),
             push: Arc::default(),
+            minute: Mutex::new(LastMinute::default()),
         }
     }
 
@@ -196,6 +312,12 @@ impl Status {
                 "reconnects": push.reconnects.load(Ordering::Relaxed),
             }),
         );
+        map.insert("last_minute".into(), lock(&self.minute).json());
+        map.insert(
+            "last_takeover".into(),
+            lock(&q.last_takeover).as_ref().map_or(Value::Null, TakeoverRecord::json),
+        );
+        map.insert("unix_ms".into(), unix_ms().into());
         if let Some(p) = &self.plugins {
             map.insert("plugins".into(), plugins_json(p, &c.stats));
         }
@@ -230,11 +352,24 @@ impl Status {
     }
 
     /// The reporter task: the file every [`STATUS_INTERVAL`], a line every `line_every`.
-    pub async fn report(self: Arc<Self>, file: Option<PathBuf>, line_every: Option<Duration>) {
+    /// The reporter also samples [`LastMinute`] once a second from `metrics`.
+    pub async fn report(
+        self: Arc<Self>,
+        metrics: Arc<crate::metrics::Metrics>,
+        file: Option<PathBuf>,
+        line_every: Option<Duration>,
+    ) {
         let mut tick = tokio::time::interval(STATUS_INTERVAL);
         let mut last_line = Instant::now();
+        let mut last_sample: Option<Instant> = None;
         loop {
             tick.tick().await;
+            if last_sample.is_none_or(|at| at.elapsed() >= Duration::from_secs(1)) {
+                last_sample = Some(Instant::now());
+                let finalized = lock(&self.center).finalized;
+                let h = metrics.quorum_latency();
+                lock(&self.minute).sample(finalized, h.counts(), h.bounds());
+            }
             if let Some(file) = &file {
                 self.write(file);
             }
@@ -309,4 +444,39 @@ fn plugins_json(p: &PluginStatus, center: &CenterStats) -> Value {
         map.entry(*k).or_insert_with(|| (*v).into());
     }
     Value::Object(map)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_last_minute_rates_and_p99_come_from_differences() {
+        let bounds = [1_000, 2_000, 5_000];
+        let mut m = LastMinute::default();
+        assert_eq!(m.json()["final_p99_ms"], Value::Null, "no samples, no figure");
+        // Before the minute: 1,000 finals in the lowest bucket, which do not count.
+        m.sample(1_000, vec![1_000, 0, 0, 0], &bounds);
+        m.sample(1_100, vec![1_000, 100, 0, 0], &bounds);
+        m.sample(1_300, vec![1_000, 298, 2, 0], &bounds);
+        let j = m.json();
+        assert_eq!(j["finalized_per_s"], serde_json::json!([100, 200]));
+        assert_eq!((j["seconds"].as_u64(), j["finality_per_s"].as_f64()), (Some(2), Some(150.0)));
+        assert_eq!(j["finals"].as_u64(), Some(300));
+        // Rank 297 of 300: in the (1, 2] ms bucket, 297/298 of the way.
+        let p99 = j["final_p99_ms"].as_f64().unwrap_or(0.0);
+        assert!((1.99..=2.0).contains(&p99), "{p99}");
+        for i in 0..LastMinute::SAMPLES_MAX + 5 {
+            m.sample(1_300 + i as u64, vec![1_000, 298, 2, 1], &bounds);
+        }
+        let j = m.json();
+        assert_eq!(j["seconds"].as_u64(), Some(60), "a minute of differences is kept");
+        assert_eq!(j["final_p99_ms"].as_f64(), None, "nothing final in the minute: {j}");
+    }
+
+    #[test]
+    fn a_quantile_above_every_bound_is_the_top_bound() {
+        assert_eq!(quantile_ms(0.99, &[0, 0, 5], &[1_000, 2_000]), Some(2.0));
+        assert_eq!(quantile_ms(0.5, &[4, 0, 0], &[1_000, 2_000]), Some(0.5));
+    }
 }

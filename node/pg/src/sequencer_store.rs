@@ -42,6 +42,11 @@ pub struct Takeover {
     /// Batches up to this seq have their `bmi`s in `sequenced_bmi` (below `last_seq` only in a
     /// database that recorded batches before migration 0003: see [`SequencerStore::backfill_bmis`]).
     pub bmi_through: Seq,
+    /// Who held the lease before (`None`: nobody ever led), and how long before this claim it
+    /// was last renewed (milliseconds, by the database's clock): the leader's silence a
+    /// takeover waited out (the operator console shows it).
+    pub previous_leader: Option<String>,
+    pub previous_renewal_age_ms: Option<u64>,
 }
 
 #[derive(Clone)]
@@ -211,6 +216,17 @@ impl SequencerStore {
         let tx = client.transaction().await?;
         let (silence_s, restarting) = condition.unwrap_or((0.0, true));
         let unconditional = condition.is_none();
+        // What the lease was before this claim (figures only: the UPDATE below decides). A
+        // claim that races another one reads the other's fresh lease here or loses the UPDATE.
+        let before = tx
+            .query_opt(
+                "SELECT leader, (extract(epoch FROM clock_timestamp() - updated_at) * 1000)::bigint
+                   FROM sequencer WHERE id = 1",
+                &[],
+            )
+            .await?;
+        let (previous_leader, previous_renewal_age_ms) =
+            before.map_or((None, None), |r| (r.get::<_, Option<String>>(0), r.get::<_, Option<i64>>(1)));
         let Some(row) = tx
             .query_opt(
                 &tx.prepare_cached(
@@ -245,6 +261,11 @@ impl SequencerStore {
             inbound_offset: row.get(2),
             unpublished,
             bmi_through: row.get::<_, i64>(3) as u64,
+            previous_renewal_age_ms: previous_leader
+                .as_ref()
+                .and(previous_renewal_age_ms)
+                .map(|ms| ms.max(0) as u64),
+            previous_leader,
         }))
     }
 

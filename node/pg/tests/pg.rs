@@ -123,6 +123,7 @@ async fn exactly_one_survivor_takes_a_silent_lease() {
     // Nobody ever led: the first claim wins at once, whatever the silence asked for.
     let a = store.take_over_if_free("DC1", 60.0, false).await.unwrap_or_else(|e| panic!("{e}"));
     let a = a.unwrap_or_else(|| panic!("a never-held lease is free"));
+    assert_eq!((a.previous_leader.as_deref(), a.previous_renewal_age_ms), (None, None), "nobody led before");
     // A fresh lease cannot be taken: the leader is alive.
     assert!(store.take_over_if_free("DC2", 0.5, false).await.unwrap_or_else(|e| panic!("{e}")).is_none());
     // ... except by the leader's own next life (a restarted DC1), and by nobody else that way.
@@ -147,6 +148,10 @@ async fn exactly_one_survivor_takes_a_silent_lease() {
     assert_eq!(claims.iter().filter(|c| c.is_some()).count(), 1, "claims {claims:?}");
     let b = claims.into_iter().flatten().next().unwrap_or_else(|| unreachable!());
     assert_eq!(b.epoch, a2.epoch + 1);
+    // The claim says whose lease it took and how long it had been silent (the console's figure).
+    let silent_ms = b.previous_renewal_age_ms.unwrap_or(0);
+    assert_eq!(b.previous_leader.as_deref(), Some("DC1"));
+    assert!((500..60_000).contains(&silent_ms), "the lease was silent {silent_ms} ms");
     assert!(
         !store.heartbeat(a2.epoch).await.unwrap_or_else(|e| panic!("{e}")),
         "the silent leader is fenced"

@@ -217,7 +217,7 @@ async fn connection(
 const BODY_BYTES_MAX: usize = 64 << 20;
 
 /// Reads one response: the status, and the body into `body` (by `content-length`). The head is
-/// found in the connection's buffer, not byte by byte. (`rtgs status` reads its answers with it.)
+/// found in the connection's buffer, not byte by byte. (the HTTP load and its checks read their answers with it.)
 pub(crate) async fn read_response(
     stream: &mut BufReader<TcpStream>,
     body: &mut Vec<u8>,

@@ -77,6 +77,11 @@ pub struct NodeArgs {
     /// reported in the status as `metrics_listen`). Loopback callers only, whatever the address.
     #[arg(long, env = "RTGS_METRICS_LISTEN")]
     pub metrics_listen: Option<SocketAddr>,
+    /// Every center's /status listener, in center order, for the operator console's cluster
+    /// report (repeat or separate by commas; `RTGS_STATUS_ADDRS`, as for `rtgs status`).
+    /// Default: 127.0.0.1:9100, :9101, ... (each center's default --metrics-listen).
+    #[arg(long = "status-addr", env = "RTGS_STATUS_ADDRS", value_delimiter = ',', value_name = "ADDR")]
+    pub status_addrs: Vec<SocketAddr>,
     /// Check the settings and exit (0: they would run).
     #[arg(long)]
     pub check: bool,
@@ -102,7 +107,8 @@ pub struct ApiArgs {
     /// `rtgs serve`); off without it.
     #[arg(long, env = "RTGS_API_CONFIG")]
     pub api_config: Option<PathBuf>,
-    /// Listen here instead of 127.0.0.1:8080+PORT_OFFSET.
+    /// Listen here instead of 127.0.0.1:8080+PORT_OFFSET (the operator console too, under
+    /// /console/; a non-loopback address is logged as a warning).
     #[arg(long, env = "RTGS_API_LISTEN")]
     pub api_listen: Option<SocketAddr>,
 }
@@ -138,6 +144,7 @@ impl NodeArgs {
             owner_silence: Duration::from_secs(p.owner_silence_s.max(1)),
             api: self.api.api_config.map(|config| ApiConfig { config, listen: self.api.api_listen }),
             metrics_listen: self.metrics_listen,
+            status_addrs: self.status_addrs,
             log_format: self.log_format,
         })
     }

@@ -136,7 +136,16 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         }
         let listener =
             tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
-        eprintln!("rtgs serve: listening on http://{}", listener.local_addr()?);
+        let local = listener.local_addr()?;
+        // Scripts and tests read the address from this line: nothing after it.
+        eprintln!("rtgs serve: listening on http://{local}");
+        eprintln!("rtgs serve: operator console on http://{local}/console/");
+        if !local.ip().is_loopback() {
+            eprintln!(
+                "rtgs serve: WARNING: listening on {local}, not on loopback: every request is signed, but put TLS \
+                 and a firewall in front of it"
+            );
+        }
         let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         api.serve(listener, stop_signal(term)).await.context("serving")
     });

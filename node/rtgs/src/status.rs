@@ -1,4 +1,5 @@
-//! `rtgs status`: every center of a production cluster, as its own node reports it.
+//! `rtgs status`: every center of a production cluster, as its own node reports it (the
+//! asking and the report are `rtgs_api::cluster`'s, shared with the operator console).
 //!
 //! Each `rtgs node` serves its status JSON at `GET /status` on its `/metrics` listener
 //! (loopback callers only; `127.0.0.1:(9100 + PORT_OFFSET)` by default, the addresses of
@@ -17,13 +18,10 @@
 
 use anyhow::Context;
 use clap::Args;
-use serde::Serialize;
-use serde_json::Value;
+use rtgs_api::cluster::Report;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
-use tokio::io::{AsyncWriteExt, BufReader};
-use tokio::net::TcpStream;
 
 /// Default `/metrics` port of center 1 (`rtgs_engine::metrics::METRICS_PORT_BASE`); center N
 /// listens on this + N − 1 (its `PORT_OFFSET` in `scripts/run-dcN.sh`).
@@ -49,48 +47,6 @@ pub struct StatusArgs {
     /// line); the exit status is the last report's.
     #[arg(long, num_args = 0..=1, default_missing_value = "1", value_name = "SECS")]
     pub watch: Option<f64>,
-}
-
-/// One center's row.
-#[derive(Serialize, Debug, Clone, PartialEq)]
-pub struct CenterRow {
-    pub id: String,
-    pub address: String,
-    pub up: bool,
-    pub leader: bool,
-    pub epoch: Option<u64>,
-    pub seq_applied: Option<u64>,
-    pub seq_committed: Option<u64>,
-    /// Every seq up to here is final at this center.
-    pub seq_final: Option<u64>,
-    /// Entries behind the report's `seq_highest` (a down center: by the acks the others heard).
-    pub lag_entries: Option<u64>,
-    /// A divergence halted finality at this center (an operator must intervene).
-    pub halted: Option<bool>,
-    pub divergences: Option<u64>,
-    pub gap_pulls: Option<u64>,
-    pub gap_entries_pulled: Option<u64>,
-    /// The center that executes the plugins' effects, as this center's plugin host knows it
-    /// (`null`: no plugins, or down).
-    pub plugin_owner: Option<String>,
-    pub plugin_owner_term: Option<u64>,
-    /// Open alerts this node reports: its plugins' (replicated state: the same on every center).
-    pub alerts: Vec<Value>,
-    /// Why the center counts as down.
-    pub error: Option<String>,
-}
-
-#[derive(Serialize, Debug)]
-pub struct Report {
-    pub centers: Vec<CenterRow>,
-    /// The center leading the sequencer (the highest epoch if two say so during a takeover).
-    pub leader: Option<String>,
-    pub epoch: Option<u64>,
-    /// The most advanced seq any answering node reports (lag is measured from here).
-    pub seq_highest: u64,
-    pub centers_up: usize,
-    /// Every center up and none halted (the exit status).
-    pub ok: bool,
 }
 
 pub fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
@@ -149,127 +105,13 @@ fn addresses(args: &StatusArgs) -> anyhow::Result<Vec<SocketAddr>> {
 
 /// One report, printed; whether it is OK.
 async fn once(addrs: &[SocketAddr], timeout: Duration, json: bool) -> anyhow::Result<bool> {
-    let answers = futures_util::future::join_all(addrs.iter().map(|&a| fetch(a, timeout))).await;
-    let report = summarize(addrs, answers);
+    let report = rtgs_api::cluster::ask(addrs, timeout).await;
     if json {
         println!("{}", serde_json::to_string(&report)?);
     } else {
         print!("{}", table(&report));
     }
     Ok(report.ok)
-}
-
-/// `GET /status` of one node, within `timeout`.
-async fn fetch(addr: SocketAddr, timeout: Duration) -> Result<Value, String> {
-    let ask = async {
-        let stream = TcpStream::connect(addr).await.context("connecting")?;
-        let mut stream = BufReader::new(stream);
-        let request = format!("GET /status HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n");
-        stream.get_mut().write_all(request.as_bytes()).await.context("sending the request")?;
-        let mut body = Vec::new();
-        let status = crate::http_load::read_response(&mut stream, &mut body).await?;
-        if status != 200 {
-            anyhow::bail!("answered HTTP {status}: {}", String::from_utf8_lossy(&body).trim());
-        }
-        let v: Value = serde_json::from_slice(&body).context("the answer is not JSON")?;
-        anyhow::ensure!(v.is_object() && v["center"].is_string(), "the answer is not a node's status");
-        Ok(v)
-    };
-    match tokio::time::timeout(timeout, ask).await {
-        Ok(answer) => answer.map_err(|e: anyhow::Error| format!("{e:#}")),
-        Err(_) => Err(format!("no answer within {} ms", timeout.as_millis())),
-    }
-}
-
-/// The report from each address's answer (pure: unit-tested below).
-pub fn summarize(addrs: &[SocketAddr], answers: Vec<Result<Value, String>>) -> Report {
-    let up: Vec<&Value> = answers.iter().filter_map(|a| a.as_ref().ok()).collect();
-    let num = |v: &Value, k: &str| v[k].as_u64();
-    let leaders = || up.iter().filter(|s| s["leader"] == true);
-    let leader = leaders().max_by_key(|s| num(s, "epoch").unwrap_or(0));
-    let seq_highest = up
-        .iter()
-        .filter_map(|s| num(s, "seq_committed"))
-        .chain(leader.and_then(|s| num(s, "seq_sequenced")))
-        .max()
-        .unwrap_or(0);
-    let centers = addrs
-        .iter()
-        .zip(answers.iter())
-        .enumerate()
-        .map(|(i, (addr, answer))| match answer {
-            Ok(s) => up_row(*addr, s, seq_highest),
-            Err(error) => {
-                // Placed by what the answering nodes last heard of its acks.
-                let acked = up.iter().filter_map(|s| s["seq_acked"].get(i).and_then(Value::as_u64)).max();
-                CenterRow {
-                    id: format!("DC{}", i + 1),
-                    address: addr.to_string(),
-                    lag_entries: acked.map(|a| seq_highest.saturating_sub(a)),
-                    error: Some(error.clone()),
-                    ..down_row()
-                }
-            }
-        })
-        .collect::<Vec<_>>();
-    let centers_up = up.len();
-    let ok = centers_up == centers.len() && centers.iter().all(|c| c.halted == Some(false));
-    Report {
-        leader: leader.and_then(|s| s["center"].as_str().map(String::from)),
-        epoch: leader.and_then(|s| num(s, "epoch")),
-        centers,
-        seq_highest,
-        centers_up,
-        ok,
-    }
-}
-
-fn up_row(addr: SocketAddr, s: &Value, seq_highest: u64) -> CenterRow {
-    let num = |k: &str| s[k].as_u64();
-    let plugins = &s["plugins"];
-    let owner = plugins["owner_center"].as_u64().filter(|&o| o > 0);
-    CenterRow {
-        id: s["center"].as_str().unwrap_or("?").to_string(),
-        address: addr.to_string(),
-        up: true,
-        leader: s["leader"] == true,
-        epoch: num("epoch"),
-        seq_applied: num("seq_applied"),
-        seq_committed: num("seq_committed"),
-        // Older nodes have no seq_final: every seq below the first unfinal one is final.
-        seq_final: num("seq_final").or_else(|| num("seq_unfinal_first").map(|s| s.saturating_sub(1))),
-        lag_entries: num("seq_committed").map(|c| seq_highest.saturating_sub(c)),
-        halted: s["halted"].as_bool(),
-        divergences: num("divergences"),
-        gap_pulls: num("gap_pulls"),
-        gap_entries_pulled: num("gap_entries_pulled"),
-        plugin_owner: owner.map(|o| format!("DC{o}")),
-        plugin_owner_term: owner.and(plugins["owner_term"].as_u64()),
-        alerts: s["alerts"].as_array().cloned().unwrap_or_default(),
-        error: None,
-    }
-}
-
-fn down_row() -> CenterRow {
-    CenterRow {
-        id: String::new(),
-        address: String::new(),
-        up: false,
-        leader: false,
-        epoch: None,
-        seq_applied: None,
-        seq_committed: None,
-        seq_final: None,
-        lag_entries: None,
-        halted: None,
-        divergences: None,
-        gap_pulls: None,
-        gap_entries_pulled: None,
-        plugin_owner: None,
-        plugin_owner_term: None,
-        alerts: Vec::new(),
-        error: None,
-    }
 }
 
 /// The human form: one aligned row per center, then a verdict line.
@@ -338,7 +180,8 @@ fn table(r: &Report) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use rtgs_api::cluster::summarize;
+    use serde_json::{json, Value};
 
     fn addrs() -> Vec<SocketAddr> {
         (0..3).map(|i| SocketAddr::from(([127, 0, 0, 1], 9100 + i))).collect()

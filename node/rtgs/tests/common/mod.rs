@@ -12,6 +12,12 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_rtgs");
+
+/// The `rtgs` the cluster's nodes and loads run: this build's, or `RTGS_TEST_BIN` (another build
+/// of the same source, e.g. the release binary when a drill takes figures).
+pub fn bin() -> String {
+    std::env::var("RTGS_TEST_BIN").unwrap_or_else(|_| BIN.to_string())
+}
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 pub fn servers() {
@@ -67,10 +73,10 @@ impl Cluster {
             let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join(format!("../../scripts/run-dc{center}.sh"));
             let mut cmd = Command::new("bash");
-            cmd.arg(script).env("RTGS_BIN", BIN);
+            cmd.arg(script).env("RTGS_BIN", bin());
             cmd
         } else {
-            let mut cmd = Command::new(BIN);
+            let mut cmd = Command::new(bin());
             cmd.arg("node");
             cmd
         };
@@ -92,7 +98,7 @@ impl Cluster {
         for (k, v) in &self.extra_env[center - 1] {
             cmd.env(k, v);
         }
-        let child = cmd.spawn().unwrap_or_else(|e| panic!("cannot start {BIN} node: {e}"));
+        let child = cmd.spawn().unwrap_or_else(|e| panic!("cannot start {} node: {e}", bin()));
         self.nodes[center - 1] = Some(child);
     }
 
@@ -192,7 +198,7 @@ impl Cluster {
 
     /// `rtgs load` with these extra arguments, in the background.
     pub fn load_spawn(&self, run_id: &str, args: &[&str]) -> Child {
-        let child = Command::new(BIN)
+        let child = Command::new(bin())
             .args(["load", "--json", "--topic-prefix", &self.prefix, "--run-id", run_id])
             .args(args)
             .env("RTGS_BOOTSTRAP", &self.bootstrap)
