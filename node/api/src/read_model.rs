@@ -81,11 +81,18 @@ impl LineKind {
 struct Books {
     replica: Replica,
     statements: HashMap<AccountId, VecDeque<Line>>,
+    /// Every entry this model applied that was rejected, in seq order, with its reason (every
+    /// other one it applied settled): a retry of any age is answered with its outcome. 16 bytes
+    /// per rejected entry ever applied (the embedded engine's model replays the whole journal).
+    rejected: Vec<(Seq, u16)>,
 }
 
 impl Books {
     fn apply(&mut self, entry: &Entry) {
         let (applied, plugin) = self.replica.apply(entry);
+        if let Outcome::Rejected(_) = applied.outcome {
+            self.rejected.push((entry.seq, applied.outcome.code()));
+        }
         if applied.outcome == Outcome::Accepted {
             // A rejection moves nothing: not on any statement.
             match &entry.payload {
@@ -160,8 +167,17 @@ impl Books {
     }
 }
 
+/// Where the outcomes of entries final before a read model's start are read (the production
+/// engine: the center's database); `None` when not known (not final, or not found).
+pub type OutcomeHistory = std::sync::Arc<
+    dyn Fn(Seq) -> std::pin::Pin<Box<dyn std::future::Future<Output = Option<Outcome>> + Send>> + Send + Sync,
+>;
+
 pub struct ReadModel {
     books: RwLock<Books>,
+    /// The seq of the ledger it started from: outcomes at or below it are the history's.
+    seq_start: Seq,
+    history: Option<OutcomeHistory>,
     /// Apply up to here: the highest seq known final.
     seq_target: AtomicU64,
     failure: Mutex<Option<String>>,
@@ -179,13 +195,46 @@ impl ReadModel {
     /// restored like them); entries after the ledger's seq come through [`ReadModel::run`].
     pub fn new(ledger: Ledger, host: PluginHost) -> Self {
         let seq = ledger.seq_applied();
+        let books =
+            Books { replica: Replica::new(ledger, host), statements: HashMap::new(), rejected: Vec::new() };
         let model = ReadModel {
-            books: RwLock::new(Books { replica: Replica::new(ledger, host), statements: HashMap::new() }),
+            books: RwLock::new(books),
+            seq_start: seq,
+            history: None,
             seq_target: AtomicU64::new(0),
             failure: Mutex::new(None),
         };
         model.advance_to(seq);
         model
+    }
+
+    /// Where outcomes before the start are read (the production engine's stored entries).
+    pub fn with_history(mut self, history: OutcomeHistory) -> Self {
+        self.history = Some(history);
+        self
+    }
+
+    /// The final outcome of the entry at `seq`, if known: from what this model applied (every
+    /// entry since its start is final once applied), else from the history.
+    pub async fn outcome(&self, seq: Seq) -> Option<Outcome> {
+        if seq > self.seq_start {
+            return self.outcome_applied(seq);
+        }
+        match &self.history {
+            Some(history) if seq >= 1 => history(seq).await,
+            _ => None,
+        }
+    }
+
+    fn outcome_applied(&self, seq: Seq) -> Option<Outcome> {
+        let books = self.read();
+        if seq > books.replica.ledger().seq_applied() {
+            return None;
+        }
+        Some(match books.rejected.binary_search_by_key(&seq, |(s, _)| *s) {
+            Ok(i) => Outcome::from_code(books.rejected[i].1).unwrap_or(Outcome::Accepted),
+            Err(_) => Outcome::Accepted,
+        })
     }
 
     fn check(&self) -> Result<(), String> {

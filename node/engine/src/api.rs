@@ -8,10 +8,12 @@
 //!   broker has it (a request answered ACSP was handed to the broker, never dropped).
 //! * **Notices**: [`notice_task`] reads the notify topic from its end at start. Only the origin
 //!   notifies, so the final notices of this API's submissions come from this node's own center
-//!   task (through its publisher); the sequencer's DUPL refusals arrive the same way. The API's tracker ignores `bmi`s it
-//!   did not submit. A retry of a `bmi` the tracker no longer knows (after a restart) is silently
-//!   deduplicated by the sequencer: the request then waits its 10 s and is answered ACSP without a
-//!   seq; its status is found later through a new submission's conflict answer or the databases.
+//!   task (through its publisher); the sequencer's answers to commands it did not journal arrive
+//!   the same way — conflicts (DUPL) and retries (`Duplicate`, with the original seq). The API's
+//!   tracker ignores `bmi`s it did not submit. A retry of a `bmi` the tracker no longer knows
+//!   (evicted, or before a restart) is therefore answered with its original seq at once, and its
+//!   status with the outcome: from the read model, or — final before the node started — from
+//!   the center's `applied_entry` (the read model's history, [`history`]).
 //! * **Balances, statements and plugin reads**: the read model starts from the ledger and the
 //!   plugin state stored at start (one seq: they are committed together; its plugin replica is
 //!   the node's plugin set, restored from the center's checkpoints) and is
@@ -26,8 +28,8 @@
 use crate::broker::{recv_batch, submit, Broker};
 use crate::error::EngineError;
 use crate::limits::{
-    API_EVENT_QUEUE, BROKER_CALL_TIMEOUT, COMMANDS_PER_MESSAGE, NOTICE_RECV_BYTES_MAX, NOTICE_WAIT,
-    SUBMIT_QUEUE_BATCHES,
+    API_EVENT_QUEUE, API_HISTORY_READ_TIMEOUT, BROKER_CALL_TIMEOUT, COMMANDS_PER_MESSAGE,
+    NOTICE_RECV_BYTES_MAX, NOTICE_WAIT, SUBMIT_QUEUE_BATCHES,
 };
 use crate::Task;
 use rdkafka::consumer::Consumer;
@@ -105,6 +107,9 @@ pub struct ApiInputs {
     pub feed: mpsc::Receiver<Vec<Entry>>,
     /// Every seq up to here is final.
     pub final_through: Arc<AtomicU64>,
+    /// The center's database, for what was final before the node started: the outcome a retry
+    /// of any age is answered with.
+    pub history: rtgs_pg::center_store::CenterStore,
 }
 
 /// The entries the center applied, for the read model (on its own thread).
@@ -124,6 +129,28 @@ impl EntryFeed for AppliedFeed {
             Err(mpsc::error::TryRecvError::Disconnected) => Ok(Fed::Closed),
         }
     }
+}
+
+/// The outcomes of entries final before the node started, from the center's database (one
+/// primary-key read; a database that does not answer leaves the status ACSP, said in the log).
+fn history(store: rtgs_pg::center_store::CenterStore) -> rtgs_api::read_model::OutcomeHistory {
+    let store = Arc::new(store);
+    Arc::new(move |seq| {
+        let store = Arc::clone(&store);
+        Box::pin(async move {
+            match tokio::time::timeout(API_HISTORY_READ_TIMEOUT, store.final_outcome(seq)).await {
+                Ok(Ok(outcome)) => outcome,
+                Ok(Err(e)) => {
+                    tracing::warn!(who = "api", "the outcome of seq {seq} could not be read: {e}");
+                    None
+                }
+                Err(_) => {
+                    tracing::warn!(who = "api", "the outcome of seq {seq} was not read in time");
+                    None
+                }
+            }
+        })
+    })
 }
 
 /// `127.0.0.1:(8080 + port_offset)` unless `listen` says otherwise.
@@ -147,7 +174,8 @@ pub async fn start(i: ApiInputs) -> Result<Vec<Task>, EngineError> {
         events: events_rx,
         // The replica hosts the node's plugins from the seq of the ledger: the plugins' audit
         // and operator endpoints answer as on `rtgs serve`.
-        read_model: rtgs_api::read_model::ReadModel::new(i.ledger, i.plugins),
+        read_model: rtgs_api::read_model::ReadModel::new(i.ledger, i.plugins)
+            .with_history(history(i.history)),
         feed: Box::new(AppliedFeed(i.feed)),
         final_through,
     };
@@ -225,8 +253,11 @@ fn notice_task(
                     let outcome = match n.status {
                         NoticeStatus::Settled => Outcome::Accepted,
                         NoticeStatus::Rejected(o) => o,
-                        NoticeStatus::Refused => {
-                            let admission = Admission::Conflict(n.seq);
+                        NoticeStatus::Refused | NoticeStatus::Duplicate => {
+                            let admission = match n.status {
+                                NoticeStatus::Refused => Admission::Conflict(n.seq),
+                                _ => Admission::Duplicate(n.seq),
+                            };
                             refusals.push(Refusal { bmi: n.bmi, admission, submitted_at_us: 0 });
                             continue;
                         }

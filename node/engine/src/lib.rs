@@ -58,8 +58,9 @@ pub mod status;
 
 use crate::error::{EngineError, Invariant};
 use crate::limits::{
-    BROKER_WAIT_PAUSE, CENTER_POOL_CONNECTIONS, FEED_QUEUE_BATCHES, LEASE_POOL_CONNECTIONS,
-    OUTBOX_POOL_CONNECTIONS, SEQUENCER_POOL_CONNECTIONS, TOPICS_TIMEOUT, WORKER_THREADS,
+    API_POOL_CONNECTIONS, BROKER_WAIT_PAUSE, CENTER_POOL_CONNECTIONS, FEED_QUEUE_BATCHES,
+    LEASE_POOL_CONNECTIONS, OUTBOX_POOL_CONNECTIONS, SEQUENCER_POOL_CONNECTIONS, TOPICS_TIMEOUT,
+    WORKER_THREADS,
 };
 use crate::status::Status;
 use rtgs_core::entry::CenterId;
@@ -321,6 +322,7 @@ async fn start(
             plugins: replica_host(config, &started.plugins)?,
             feed,
             final_through,
+            history: CenterStore::new(pool(&config.db, API_POOL_CONNECTIONS)?),
         };
         for task in api::start(inputs).await? {
             tasks.spawn(task);

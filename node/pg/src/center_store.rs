@@ -203,6 +203,26 @@ impl CenterStore {
         Ok(row.get::<_, i64>(0) as u64)
     }
 
+    /// The outcome of the entry at `seq` if this center applied it and it is final here (below
+    /// the watermark's first unfinal seq): the answer to a retry of any age. One look-up by
+    /// primary key.
+    pub async fn final_outcome(&self, seq: Seq) -> Result<Option<Outcome>, StoreError> {
+        let client = self.pool.get().await?;
+        let row = client
+            .query_opt(
+                "SELECT e.outcome FROM applied_entry e, watermark w
+                  WHERE e.seq = $1 AND w.id = 1 AND e.seq < w.seq_unfinal_first",
+                &[&i64_of(seq)?],
+            )
+            .await?;
+        row.map(|r| {
+            let code = r.get::<_, i16>(0) as u16;
+            Outcome::from_code(code)
+                .ok_or_else(|| StoreError::Corrupt(format!("applied_entry {seq}: outcome")))
+        })
+        .transpose()
+    }
+
     /// What this center applied from `from` on, in seq order: its acks (re-sent after a restart,
     /// so that no ack is lost) with each entry's origin and `bmi` (for the origin's notices).
     pub async fn applied_since(&self, from: Seq) -> Result<Vec<(Applied, CenterId, Bmi)>, StoreError> {

@@ -19,6 +19,7 @@ const SEQUENCER: &[(&str, &str)] = &[
     ("0002_outbox_uncompressed", include_str!("../../../migrations/sequencer/0002_outbox_uncompressed.sql")),
     ("0003_sequenced_bmi", include_str!("../../../migrations/sequencer/0003_sequenced_bmi.sql")),
     ("0004_broker_generation", include_str!("../../../migrations/sequencer/0004_broker_generation.sql")),
+    ("0005_scoped_bmi", include_str!("../../../migrations/sequencer/0005_scoped_bmi.sql")),
 ];
 const CENTER: &[(&str, &str)] = &[
     ("0001_init", include_str!("../../../migrations/center/0001_init.sql")),
