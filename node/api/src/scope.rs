@@ -93,11 +93,16 @@ impl Scope {
 /// entries too: the creditor sees the debtor's text, as a payment's reference): the text of a
 /// scoped key, any other `bmi` (an operator's, the setup's, a plugin's) as it is.
 pub fn shown(bmi: &Bmi) -> &str {
+    shown_text(bmi.as_str())
+}
+
+/// [`shown`] of a journaled `bmi` as text.
+pub fn shown_text(bmi: &str) -> &str {
     let b = bmi.as_bytes();
     if b.len() > BMI_SCOPE_BYTES && b[0] == SCOPE_MARK {
-        &bmi.as_str()[BMI_SCOPE_BYTES..]
+        &bmi[BMI_SCOPE_BYTES..]
     } else {
-        bmi.as_str()
+        bmi
     }
 }
 

@@ -142,6 +142,18 @@ impl Api {
         origin: CenterId,
         pii: crate::pii::PiiStore,
     ) -> Api {
+        Api::start_linked_with(link, credentials, origin, pii, crate::limits::TRACKED_TRANSFERS_MAX)
+    }
+
+    /// [`Api::start_linked_with_pii`] with a tracker of `tracked_entries_max` records (tests
+    /// shrink it to show that a retry the tracker forgot is still answered by the engine).
+    pub fn start_linked_with(
+        link: EngineLink,
+        credentials: Credentials,
+        origin: CenterId,
+        pii: crate::pii::PiiStore,
+        tracked_entries_max: usize,
+    ) -> Api {
         let EngineLink { submit, events, read_model, feed, final_through } = link;
         // What is final (or durable) at start must be applied before any read is answered.
         read_model.advance_to(final_through());
@@ -149,7 +161,7 @@ impl Api {
             keyring: Keyring::new(credentials.participants),
             operators: Keyring::new(credentials.operators),
             matching_pii: pii,
-            tracker: Arc::new(Tracker::default()),
+            tracker: Arc::new(Tracker::with_capacity(tracked_entries_max)),
             read_model: Arc::new(read_model),
             metrics: Arc::new(Metrics::default()),
             submitter: RwLock::new(Some(submit)),
@@ -824,6 +836,11 @@ async fn status_of(state: &AppState, bmi_text: &str, request: Request) -> Result
 /// read model, or — for an entry final before it started — the engine's stored history.
 pub(crate) async fn with_outcome(state: &AppState, mut status: Status) -> Status {
     if let (None, Some(seq)) = (status.outcome, status.seq) {
+        // Known final here (at or below the read model's target): let the model apply it first
+        // (read-your-writes; ≤ READ_MODEL_WAIT, then answered with what is known).
+        if seq <= state.read_model.seq_target() {
+            let _ = read_model_caught_up(&state.read_model).await;
+        }
         status.outcome = state.read_model.outcome(seq).await;
     }
     status
