@@ -6,7 +6,8 @@
 //! (401) → JSON shape, objects only (400) → field values (400) → ownership (403) → for a `bmi` not
 //! seen before, both accounts known and open (422 `unknown_account` / `account_closed`) →
 //! idempotency by `bmi` (422 `bmi_conflict`) → submit. Nothing reaches the engine unless every
-//! check passed.
+//! check passed. A participant's `bmi` is journaled under its scoped key ([`crate::scope`]):
+//! every look-up, answer and error stays inside that participant's namespace.
 
 use crate::auth::{
     AuthError, Keyring, Participant, SignedHeaders, HEADER_KEY, HEADER_SIGNATURE, HEADER_TIMESTAMP,
