@@ -949,7 +949,9 @@ async fn get_account(
 }
 
 /// An account's statement: the entries that moved it, oldest first, from `from_seq`, as of
-/// everything already final; `next_from_seq` pages on.
+/// everything already final; at most `limit` lines (more only when one entry's lines exceed it:
+/// a page never ends inside one seq), and `next_from_seq` — present exactly when more lines
+/// follow — is the `from_seq` of the next page.
 async fn get_statement(
     State(state): State<Arc<AppState>>,
     Path(id_text): Path<String>,
@@ -967,11 +969,16 @@ async fn get_statement(
         .statement(id, from_seq, limit)
         .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "read_model_failed", e))?;
     let unknown = || ApiError::new(StatusCode::NOT_FOUND, "unknown_account", format!("no account {}", id.0));
-    let (account, lines, truncated) = found.ok_or_else(unknown)?;
+    let (account, mut page) = found.ok_or_else(unknown)?;
+    // The whole history, where the engine keeps it (the production engine's database).
+    if let Some(stored) = state.read_model.stored_page(id, from_seq, as_of_seq, limit).await {
+        page = stored.map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "read_model_failed", e))?;
+    }
     let currency = account.currency.as_str();
     let exponent = money::exponent(currency).unwrap_or(0);
-    let next_from_seq = if lines.len() == limit { lines.last().map(|l| l.seq + 1) } else { None };
-    let lines: Vec<serde_json::Value> = lines
+    let (truncated, next_from_seq) = (page.truncated, page.next_from_seq);
+    let lines: Vec<serde_json::Value> = page
+        .lines
         .iter()
         .map(|l| {
             serde_json::json!({

@@ -470,6 +470,10 @@ async fn a_statement_lists_what_moved_the_account_and_pages() {
     let next = page["next_from_seq"].as_u64().unwrap_or(0);
     let (_, rest) = node.as_a("GET", &format!("/v1/accounts/2/statement?from_seq={next}&limit=2"), b"").await;
     assert_eq!(rest["lines"][0]["bmi"], "ST-1", "{rest}");
+    // The last page says so: no next_from_seq (it is there exactly when more lines follow).
+    assert_eq!(rest["lines"].as_array().map(Vec::len), Some(2), "{rest}");
+    assert_eq!(rest["next_from_seq"], serde_json::Value::Null, "{rest}");
+    assert_eq!(st["next_from_seq"], serde_json::Value::Null, "{st}");
     let (_, debtor) = node.as_a("GET", "/v1/accounts/1/statement", b"").await;
     let types: Vec<&str> = debtor["lines"]
         .as_array()

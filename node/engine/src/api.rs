@@ -153,6 +153,23 @@ fn history(store: rtgs_pg::center_store::CenterStore) -> rtgs_api::read_model::O
     })
 }
 
+/// Statements from the center's database: every line it committed (`statement_line`), so a
+/// statement covers the account's whole history, across restarts.
+fn statements(store: rtgs_pg::center_store::CenterStore) -> rtgs_api::read_model::StatementSource {
+    let store = Arc::new(store);
+    Arc::new(move |account, from, through, max| {
+        let store = Arc::clone(&store);
+        Box::pin(async move {
+            let read = store.statement_lines(account, from, through, max);
+            match tokio::time::timeout(API_HISTORY_READ_TIMEOUT, read).await {
+                Ok(Ok(lines)) => Ok(lines),
+                Ok(Err(e)) => Err(format!("the statement could not be read: {e}")),
+                Err(_) => Err("the statement was not read in time".to_string()),
+            }
+        })
+    })
+}
+
 /// `127.0.0.1:(8080 + port_offset)` unless `listen` says otherwise.
 pub fn listen_address(listen: Option<SocketAddr>, port_offset: u16) -> Result<SocketAddr, EngineError> {
     let port = PORT_BASE
@@ -175,7 +192,8 @@ pub async fn start(i: ApiInputs) -> Result<Vec<Task>, EngineError> {
         // The replica hosts the node's plugins from the seq of the ledger: the plugins' audit
         // and operator endpoints answer as on `rtgs serve`.
         read_model: rtgs_api::read_model::ReadModel::new(i.ledger, i.plugins)
-            .with_history(history(i.history)),
+            .with_history(history(i.history.clone()))
+            .with_statements(statements(i.history)),
         feed: Box::new(AppliedFeed(i.feed)),
         final_through,
     };

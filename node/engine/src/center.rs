@@ -134,6 +134,8 @@ pub async fn start(i: CenterInputs) -> Result<Started, EngineError> {
     let (journal_next, ack_next) = (stored.journal_next(), stored.ack_next());
     let config = CenterConfig {
         commit_rows: true,
+        // Every account's whole history, stored with the commit: statements read it.
+        commit_lines: true,
         owner_silence_us: u64::try_from(i.owner_silence.as_micros()).unwrap_or(u64::MAX),
         ..CenterConfig::new(i.center, i.center_count)
     };

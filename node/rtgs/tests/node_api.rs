@@ -199,6 +199,13 @@ fn idempotency_belongs_to_the_participant_on_the_production_engine() {
     assert!(started.elapsed() < Duration::from_secs(10), "answered by the engine, not the 10 s wait");
     assert_eq!(status_of(api[2], BANK_A, "SAME"), (Some(seq_a), Some("ACCC".into()), None));
 
+    // 120 more credits of account 2 (point 6: a statement of more than one page).
+    let transfers: Vec<Value> = (0..120).map(|i| pay(&format!("ST-{i}"), 1, 2, "0.01")).collect();
+    let (status, answer) =
+        call(api[1], BANK_A, "POST", "/v1/transfers/batch", &json!({ "transfers": transfers }));
+    assert_eq!((status, answer["accepted"].as_u64()), (202, Some(120)), "{answer}");
+    let seq_last = answer["transfers"][119]["seq"].as_u64().expect("seq");
+
     // DC1 killed and started again: its API's tracker is empty, its read model starts from the
     // stored ledger (past these seqs); the retries are answered from the engine and the database.
     c.wait_converged(60);
@@ -219,14 +226,38 @@ fn idempotency_belongs_to_the_participant_on_the_production_engine() {
     let message = conflict["message"].as_str().unwrap_or("");
     assert!(message.contains(&format!("seq {seq_a}")) && !message.contains('~'), "{message}");
 
-    // Nothing was paid twice: A's three entries and B's one, once each, in every center.
+    // Point 6: the restarted DC1's statement of account 2 is its whole history (from the
+    // center's database), in pages of 50 that follow each other: OPEN, A's SAME, 120 credits.
+    let (mut lines, mut from, mut pages) = (Vec::new(), 0, 0);
+    let (last_balance, as_of) = loop {
+        let path = format!("/v1/accounts/2/statement?from_seq={from}&limit=50");
+        let (status, page) = call(dc1, BANK_A, "GET", &path, &Value::Null);
+        assert_eq!((status, page["truncated"].as_bool()), (200, Some(false)), "{page}");
+        pages += 1;
+        lines.extend(page["lines"].as_array().cloned().unwrap_or_default());
+        match page["next_from_seq"].as_u64() {
+            Some(next) => from = next,
+            None => break (page["balance"].clone(), page["as_of_seq"].as_u64().unwrap_or(0)),
+        }
+    };
+    assert!(as_of >= seq_last, "as of everything final: {as_of} < {seq_last}");
+    assert_eq!((pages, lines.len()), (3, 122), "50 + 50 + 22 lines");
+    let kinds: Vec<&str> = lines.iter().take(2).filter_map(|l| l["type"].as_str()).collect();
+    assert_eq!(kinds, ["OPEN", "CREDIT"]);
+    assert_eq!((lines[1]["bmi"].as_str(), lines[1]["seq"].as_u64()), (Some("SAME"), Some(seq_a)));
+    let seqs: Vec<u64> = lines.iter().filter_map(|l| l["seq"].as_u64()).collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "oldest first, each once: {seqs:?}");
+    assert_eq!(lines.last().map(|l| l["balance_after"].clone()), Some(last_balance.clone()));
+    assert_eq!(last_balance, "6.20", "5.00 + 120 × 0.01");
+
+    // Nothing was paid twice: every participant's entry once, in every center.
     c.wait_converged(60);
     c.reconcile();
     for center in 1..=3 {
         let rows =
             c.sql(center, "SELECT count(*), count(DISTINCT bmi) FROM applied_entry WHERE bmi LIKE '~%'", &[]);
         let (n, distinct): (i64, i64) = (rows[0].get(0), rows[0].get(1));
-        assert_eq!((n, distinct), (3, 3), "DC{center}: SAME twice (A and B) and REJ, each once");
+        assert_eq!((n, distinct), (123, 123), "DC{center}: SAME twice (A and B), REJ and ST-*, each once");
     }
 }
 
