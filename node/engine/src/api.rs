@@ -19,8 +19,10 @@
 //!   the node's plugin set, restored from the center's checkpoints) and is
 //!   fed every entry the committer commits (in seq order; bounded queue — a slow read model holds
 //!   the committer back rather than losing an entry), applying those at or below the highest
-//!   final seq the center task shows. Statements therefore cover what was applied since the node
-//!   started.
+//!   final seq the center task shows. With `statement_history` statements are read from the
+//!   center's database (`statement_line`, written with every commit: the account's whole
+//!   history, across restarts, [`statements`]), as of the read model's seq, paged like the read
+//!   model's; without it they are the read model's lines since the node started.
 //!
 //! Accounts listed in the config are not set up here (the production cluster's accounts are
 //! opened through the operator endpoints or `rtgs load`); they are reported and ignored.
@@ -110,6 +112,8 @@ pub struct ApiInputs {
     /// The center's database, for what was final before the node started: the outcome a retry
     /// of any age is answered with.
     pub history: rtgs_pg::center_store::CenterStore,
+    /// The center stores every statement line: statements are read from its database.
+    pub statement_history: bool,
 }
 
 /// The entries the center applied, for the read model (on its own thread).
@@ -186,14 +190,17 @@ pub async fn start(i: ApiInputs) -> Result<Vec<Task>, EngineError> {
         let f = Arc::clone(&i.final_through);
         Arc::new(move || f.load(Ordering::Relaxed))
     };
+    let mut read_model =
+        rtgs_api::read_model::ReadModel::new(i.ledger, i.plugins).with_history(history(i.history.clone()));
+    if i.statement_history {
+        read_model = read_model.with_statements(statements(i.history));
+    }
     let link = EngineLink {
         submit: Arc::new(InboundQueue { tx: submit_tx }),
         events: events_rx,
         // The replica hosts the node's plugins from the seq of the ledger: the plugins' audit
         // and operator endpoints answer as on `rtgs serve`.
-        read_model: rtgs_api::read_model::ReadModel::new(i.ledger, i.plugins)
-            .with_history(history(i.history.clone()))
-            .with_statements(statements(i.history)),
+        read_model,
         feed: Box::new(AppliedFeed(i.feed)),
         final_through,
     };

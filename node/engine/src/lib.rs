@@ -109,6 +109,11 @@ pub struct NodeConfig {
     pub faults: Faults,
     /// `Tick`s also when idle (off only in drills comparing quiescent databases).
     pub idle_tick: bool,
+    /// Every statement line stored with its commit (`statement_line`): statements cover an
+    /// account's whole history. Off by default: it costs the commit ≈ 3× the database time per
+    /// transfer (`bench/README.md`, "Statements in the commit"); off, a statement covers what the
+    /// API's read model applied since the node started.
+    pub statement_history: bool,
     pub plugins: PluginsConfig,
     /// The owner failure detector's silence.
     pub owner_silence: Duration,
@@ -279,6 +284,7 @@ async fn start(
         center: config.center,
         center_count: config.center_count,
         owner_silence: config.owner_silence,
+        statement_history: config.statement_history,
         broker: broker.clone(),
         faults: config.faults,
         store: CenterStore::new(center_pool),
@@ -323,6 +329,7 @@ async fn start(
             feed,
             final_through,
             history: CenterStore::new(pool(&config.db, API_POOL_CONNECTIONS)?),
+            statement_history: config.statement_history,
         };
         for task in api::start(inputs).await? {
             tasks.spawn(task);

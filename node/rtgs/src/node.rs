@@ -64,6 +64,12 @@ pub struct NodeArgs {
     /// ticks then ride only with batches. Plugin timers need idle ticks: never in production.
     #[arg(long, env = "RTGS_NO_IDLE_TICK", hide = true)]
     pub no_idle_tick: bool,
+    /// Store every statement line with its commit, so that statements (`GET
+    /// /v1/accounts/{id}/statement`) cover an account's whole history, across restarts. It costs
+    /// the commit ≈ 3× the database time per transfer (bench/README.md); without it a statement
+    /// covers what the API's read model applied since the node started. Every center the same.
+    #[arg(long, env = "RTGS_STATEMENT_HISTORY")]
+    pub statement_history: bool,
     #[command(flatten)]
     pub plugins: PluginArgs,
     #[command(flatten)]
@@ -128,6 +134,7 @@ impl NodeArgs {
                 diverge_at_seq: self.fault_diverge_at_seq,
             },
             idle_tick: !self.no_idle_tick,
+            statement_history: self.statement_history,
             plugins,
             owner_silence: Duration::from_secs(p.owner_silence_s.max(1)),
             api: self.api.api_config.map(|config| ApiConfig { config, listen: self.api.api_listen }),

@@ -145,6 +145,7 @@ fn idempotency_belongs_to_the_participant_on_the_production_engine() {
     for env in &mut c.extra_env {
         env.push(("RTGS_API_CONFIG".into(), config_path.display().to_string()));
         env.push(("RTGS_API_LISTEN".into(), "127.0.0.1:0".into()));
+        env.push(("RTGS_STATEMENT_HISTORY".into(), "true".into()));
     }
     c.start_all();
     let api = api_addrs(&c);
