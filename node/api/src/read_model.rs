@@ -364,7 +364,8 @@ pub type FinalThrough = std::sync::Arc<dyn Fn() -> Seq + Send + Sync>;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rtgs_core::entry::{CenterId, Currency, PluginCommand, PluginKind};
+    use rtgs_core::entry::{Bmi, CenterId, Currency, Payload, PluginCommand, PluginKind};
+    use rtgs_core::ledger::LedgerIntent;
     use rtgs_core::plugin::{Effect, Plugin, PluginDecodeError, Step};
     use std::sync::Arc;
 

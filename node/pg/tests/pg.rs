@@ -194,6 +194,7 @@ async fn center_commits_batches_atomically_restores_and_never_applies_twice() {
             entries: chunk.to_vec(),
             changed,
             funded,
+            lines: Vec::new(),
             plugins_changed: false,
             journal_next: Some(k as u64 + 1),
             progress: Progress {
@@ -365,7 +366,7 @@ async fn every_bmi_ever_recorded_is_known_and_never_recorded_twice() {
     assert_eq!(e.bmi_through, e.last_seq, "backfilled through the last batch");
 
     // A participant's scoped key is 43 bytes at most (migration 0005): recorded and known.
-    let longest = "~".repeat(1) + &"K".repeat(rtgs_core::limits::BMI_BYTES_MAX - 1);
+    let longest = "~".to_string() + &"K".repeat(rtgs_core::limits::BMI_BYTES_MAX - 1);
     let (b, _) = transfers(e.last_seq + 1, &[longest.as_str()], e.epoch);
     store.record_batch(&b, 301).await.unwrap_or_else(|e| panic!("a 43-byte bmi is recorded: {e}"));
     let key = Bmi::new(longest.as_bytes()).unwrap_or_else(|_| unreachable!());
