@@ -73,7 +73,8 @@ async fn migrations_apply_once() {
             "0003_notice_watermark",
             "0004_plugin_state",
             "0005_holds",
-            "0006_broker_generation"
+            "0006_broker_generation",
+            "0007_statement_line"
         ]
     );
 }
