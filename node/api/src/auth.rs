@@ -49,11 +49,14 @@ pub struct Participant {
     pub key_id: Arc<str>,
     secret: Vec<u8>,
     pub accounts: BTreeSet<AccountId>,
+    /// The namespace of the participant's `bmi`s (derived from its key id).
+    pub scope: crate::scope::Scope,
 }
 
 impl Participant {
     pub fn new(key_id: String, secret: Vec<u8>, accounts: BTreeSet<AccountId>) -> Self {
-        Participant { key_id: Arc::from(key_id), secret, accounts }
+        let scope = crate::scope::Scope::of(&key_id);
+        Participant { key_id: Arc::from(key_id), secret, accounts, scope }
     }
 
     pub fn owns(&self, account: AccountId) -> bool {
@@ -173,6 +176,11 @@ pub struct Keyring {
 }
 
 impl Keyring {
+    /// The participant (or operator) with key id `key_id`.
+    pub fn get(&self, key_id: &str) -> Option<&Participant> {
+        self.by_key.get(key_id)
+    }
+
     pub fn new(participants: Vec<Participant>) -> Self {
         Keyring {
             by_key: participants.into_iter().map(|p| (p.key_id.to_string(), p)).collect(),

@@ -2,7 +2,8 @@
 
 use crate::error::ApiError;
 use crate::money::{self, AmountError};
-use rtgs_core::entry::{AccountId, Bmi, Currency};
+use rtgs_core::entry::{AccountId, Bmi, Currency, InputError};
+use rtgs_core::limits::BMI_TEXT_BYTES_MAX;
 use serde::de::DeserializeOwned;
 
 /// JSON into `T` (whose fields are `deny_unknown_fields`; every struct from an object, never a
@@ -25,7 +26,33 @@ pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     })
 }
 
+/// A `bmi` text as a participant or an operator writes it: 1 to 35 printable ASCII (ISO 20022
+/// `Max35Text`); a participant's is journaled under its scoped key ([`crate::scope`]).
 pub fn parse_bmi(text: &str) -> Result<Bmi, ApiError> {
+    let invalid = |message: String| ApiError::bad_request("invalid_bmi", message);
+    if text.len() > BMI_TEXT_BYTES_MAX {
+        return Err(invalid(format!("bmi must be 1 to {BMI_TEXT_BYTES_MAX} bytes")));
+    }
+    Bmi::new(text.as_bytes()).map_err(|e| match e {
+        InputError::BmiLength => invalid(format!("bmi must be 1 to {BMI_TEXT_BYTES_MAX} bytes")),
+        e => invalid(e.to_string()),
+    })
+}
+
+/// An operator's (or an internal route's) `bmi`: journaled as written, so it may not start with
+/// the participants' scope mark (`~`): no raw `bmi` can be a participant's key.
+pub fn parse_operator_bmi(text: &str) -> Result<Bmi, ApiError> {
+    let bmi = parse_bmi(text)?;
+    if bmi.as_bytes().first() == Some(&crate::scope::SCOPE_MARK) {
+        let message = "an operator's bmi may not start with '~' (participants' scoped keys do)";
+        return Err(ApiError::bad_request("invalid_bmi", message));
+    }
+    Ok(bmi)
+}
+
+/// A journaled `bmi` as an operator names it (a participant's scoped key included: up to
+/// `BMI_BYTES_MAX` bytes).
+pub fn parse_journaled_bmi(text: &str) -> Result<Bmi, ApiError> {
     Bmi::new(text.as_bytes()).map_err(|e| ApiError::bad_request("invalid_bmi", e.to_string()))
 }
 

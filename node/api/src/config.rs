@@ -82,6 +82,8 @@ pub enum ConfigError {
     KeyId(String),
     #[error("participant {0:?}: secret shorter than {SECRET_BYTES_MIN} bytes")]
     SecretTooShort(String),
+    #[error("participants {0:?} and {1:?} have the same bmi scope (rtgs_api::scope): rename one")]
+    ScopeCollision(String, String),
     #[error("account {0} is owned by more than one participant")]
     SharedAccount(u64),
     #[error("account {0} is listed twice")]
@@ -115,8 +117,14 @@ impl ApiConfig {
         };
         let mut owned = HashSet::new();
         let mut credentials = Credentials::default();
+        // Two participants in one namespace would share their bmis: never (42-bit tags; a
+        // coincidence is refused, not resolved).
+        let mut scopes = std::collections::HashMap::new();
         for p in &self.participants {
             check_key(&p.key_id, &p.secret)?;
+            if let Some(other) = scopes.insert(crate::scope::Scope::of(&p.key_id), p.key_id.clone()) {
+                return Err(ConfigError::ScopeCollision(other, p.key_id.clone()));
+            }
             for a in &p.accounts {
                 if !owned.insert(*a) {
                     return Err(ConfigError::SharedAccount(*a));

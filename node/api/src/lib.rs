@@ -30,6 +30,8 @@
 //!   the checked text). No floating point.
 //! * [`tracker`] — per `bmi`: content, owner, seq, status; idempotent retries; bounded.
 //! * [`read_model`] — a ledger replayed from the journal files for balance queries.
+//! * [`scope`] — participants' `bmi`s in their own namespaces: the scoped key a participant's
+//!   text is journaled under, and the text shown back.
 //! * [`config`] — participants and setup accounts (JSON, validated).
 //! * [`error`] — error answers: status + machine-readable `code`.
 //! * [`metrics`] — Prometheus metrics (`/metrics`, loopback only), one recorder per API.
@@ -51,5 +53,6 @@ pub mod operator;
 pub mod pii;
 mod plugins;
 pub mod read_model;
+pub mod scope;
 pub mod server;
 pub mod tracker;

@@ -34,8 +34,9 @@ pub const LONG_POLL_S_MAX: u64 = 30;
 pub const TIMESTAMP_SKEW_S_MAX: u64 = 300;
 
 /// Transfers whose `bmi`, content, seq and status the API remembers (oldest forgotten first).
-/// Beyond it a retry is still never journaled twice within the sequencer's dedupe window, but its
-/// status is reported as ACSP and a status query answers 404.
+/// Beyond it a retry is still never journaled twice — both engines know every `bmi` ever
+/// sequenced and answer it with the original seq, its status then reading the outcome from the
+/// read model or the engine's stored entries — but a status query before any retry answers 404.
 pub const TRACKED_TRANSFERS_MAX: usize = 1 << 20;
 
 /// How long a submission waits for its seq before answering 202 without one. The embedded

@@ -5,7 +5,9 @@
 //! journal; whether it succeeds is the ledger's answer (RJCT RT01 account exists, RT02 balance
 //! not zero, AC01 unknown account, AC04 closed).
 
-use crate::checks::{parse_account_id, parse_amount, parse_bmi, parse_currency, parse_json};
+use crate::checks::{
+    parse_account_id, parse_amount, parse_currency, parse_journaled_bmi, parse_json, parse_operator_bmi,
+};
 use crate::edge::Path;
 use crate::error::ApiError;
 use crate::server::{accepted, authenticated, status_json, submit, visible_account, AppState};
@@ -46,7 +48,7 @@ pub(crate) async fn open_account(
 ) -> Result<Response, ApiError> {
     let (operator, body) = authenticated(&state.operators, request).await?;
     let req: OpenRequest = parse_json(&body)?;
-    let bmi = parse_bmi(&req.bmi)?;
+    let bmi = parse_operator_bmi(&req.bmi)?;
     let (currency, _) = parse_currency(&req.currency)?;
     let payload = Payload::AccountOpen { account: AccountId(req.account), currency };
     let seq = submit(&state, bmi, &operator.key_id, payload).await?;
@@ -63,7 +65,7 @@ pub(crate) async fn fund_account(
     let (operator, body) = authenticated(&state.operators, request).await?;
     let id = parse_account_id(&id_text)?;
     let req: FundRequest = parse_json(&body)?;
-    let bmi = parse_bmi(&req.bmi)?;
+    let bmi = parse_operator_bmi(&req.bmi)?;
     let (currency, exponent) = parse_currency(&req.currency)?;
     let amount_minor = parse_amount(&req.amount, exponent)?;
     let (account, _) = visible_account(&state.read_model, id).await?;
@@ -84,24 +86,28 @@ pub(crate) async fn close_account(
     let (operator, body) = authenticated(&state.operators, request).await?;
     let id = parse_account_id(&id_text)?;
     let req: CloseRequest = parse_json(&body)?;
-    let bmi = parse_bmi(&req.bmi)?;
+    let bmi = parse_operator_bmi(&req.bmi)?;
     let seq = submit(&state, bmi, &operator.key_id, Payload::AccountClose { account: id }).await?;
     Ok(accepted(bmi, seq))
 }
 
-/// Any tracked entry's status (operators see every participant's).
+/// Any tracked entry's status (operators see every participant's, under its journaled `bmi`: a
+/// participant's scoped key, [`crate::scope`]).
 pub(crate) async fn get_entry(
     State(state): State<Arc<AppState>>,
     Path(bmi_text): Path<String>,
     request: Request,
 ) -> Result<Response, ApiError> {
     authenticated(&state.operators, request).await?;
-    let bmi = parse_bmi(&bmi_text)?;
+    let bmi = parse_journaled_bmi(&bmi_text)?;
     let status = state
         .tracker
         .status(bmi)
         .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "unknown_transfer", format!("no entry {bmi}")))?;
-    Ok(Json(status_json(bmi, &status)).into_response())
+    let status = crate::server::with_outcome(&state, status).await;
+    let mut answer = status_json(bmi, &status);
+    answer["bmi"] = serde_json::json!(bmi.as_str());
+    Ok(Json(answer).into_response())
 }
 
 /// Any account's balance (as a participant reads its own).

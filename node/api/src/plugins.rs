@@ -7,7 +7,7 @@
 //! [`with_seq`]; and the host's own operator routes ([`owner`]: who executes a plugin's effects,
 //! and `SetOwner` to move it).
 
-use crate::checks::parse_bmi;
+use crate::checks::{parse_bmi, parse_operator_bmi};
 use crate::error::ApiError;
 use crate::server::{accepted, submit, AppState};
 use axum::http::StatusCode;
@@ -103,7 +103,12 @@ pub(crate) async fn journal<P: ApiPlugin>(
     if !enabled::<P>(state) {
         return Err(P::disabled());
     }
-    let bmi = parse_bmi(bmi_text)?;
+    // A participant's bmi is journaled under its scoped key; an operator's or an internal
+    // route's as written (key ids are unique across participants and operators).
+    let bmi = match state.participants().get(owner) {
+        Some(participant) => participant.scope.key(parse_bmi(bmi_text)?),
+        None => parse_operator_bmi(bmi_text)?,
+    };
     let command = command.map_err(|e| ApiError::bad_request("invalid_field", e.to_string()))?;
     let seq = submit(state, bmi, owner, Payload::Plugin(command)).await?;
     Ok(accepted(bmi, seq))

@@ -19,149 +19,71 @@
 
 use crate::limits::{READ_MODEL_POLL, STATEMENT_LINES_MAX};
 use rtgs_core::client::{EntryFeed, Fed};
-use rtgs_core::entry::{AccountId, Bmi, Entry, Outcome, Payload, Seq};
-use rtgs_core::ledger::{Account, Ledger, LedgerIntent};
-use rtgs_core::plugin::IntentRecord;
+use rtgs_core::entry::{AccountId, Entry, Outcome, Seq};
+use rtgs_core::ledger::{Account, Ledger};
 use rtgs_core::plugin_host::PluginHost;
 use rtgs_core::replica::Replica;
+use rtgs_core::statement::AccountLine;
 use std::collections::HashMap;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, RwLock};
 
-/// One line of an account's statement.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Line {
-    pub seq: Seq,
-    pub bmi: Bmi,
-    pub kind: LineKind,
-    /// The other account of a transfer, posting or settlement.
-    pub counterparty: Option<AccountId>,
-    pub amount_minor: u64,
-    /// The available balance after the line (holds are not part of it).
-    pub balance_after_minor: u64,
-}
-
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub enum LineKind {
-    Open,
-    Debit,
-    Credit,
-    Fund,
-    Close,
-    /// A plugin held this amount of the balance (a withdrawal accepted, a seller's funds locked).
-    Hold,
-    /// A hold was returned to the balance.
-    Release,
-    /// A hold was paid out to the counterparty (the balance does not move: the hold leaves).
-    Settle,
-    /// An earlier posting taken back: money out of this account, or back into it.
-    ReversalDebit,
-    ReversalCredit,
-}
-
-impl LineKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            LineKind::Open => "OPEN",
-            LineKind::Debit => "DEBIT",
-            LineKind::Credit => "CREDIT",
-            LineKind::Fund => "FUND",
-            LineKind::Close => "CLOSE",
-            LineKind::Hold => "HOLD",
-            LineKind::Release => "RELEASE",
-            LineKind::Settle => "SETTLE",
-            LineKind::ReversalDebit => "REVERSAL_DEBIT",
-            LineKind::ReversalCredit => "REVERSAL_CREDIT",
-        }
-    }
-}
+pub use rtgs_core::statement::{Line, LineKind};
 
 /// The replica and the statements, moved together under one lock.
 struct Books {
     replica: Replica,
     statements: HashMap<AccountId, VecDeque<Line>>,
+    /// Every entry this model applied that was rejected, in seq order, with its reason (every
+    /// other one it applied settled): a retry of any age is answered with its outcome. 16 bytes
+    /// per rejected entry ever applied (the embedded engine's model replays the whole journal).
+    rejected: Vec<(Seq, u16)>,
 }
 
 impl Books {
     fn apply(&mut self, entry: &Entry) {
         let (applied, plugin) = self.replica.apply(entry);
-        if applied.outcome == Outcome::Accepted {
-            // A rejection moves nothing: not on any statement.
-            match &entry.payload {
-                Payload::Transfer(t) => {
-                    self.line(entry, t.debtor, LineKind::Debit, Some(t.creditor), t.amount_minor);
-                    self.line(entry, t.creditor, LineKind::Credit, Some(t.debtor), t.amount_minor);
-                }
-                Payload::AccountOpen { account, .. } => self.line(entry, *account, LineKind::Open, None, 0),
-                Payload::AccountFund { account, amount_minor } => {
-                    self.line(entry, *account, LineKind::Fund, None, *amount_minor)
-                }
-                Payload::AccountClose { account } => self.line(entry, *account, LineKind::Close, None, 0),
-                Payload::Tick | Payload::Plugin(_) => {}
-            }
+        if let Outcome::Rejected(_) = applied.outcome {
+            self.rejected.push((entry.seq, applied.outcome.code()));
         }
-        if plugin {
-            let intents: Vec<IntentRecord> =
-                self.replica.host().intents_applied().iter().map(|(_, r)| *r).collect();
-            for r in intents {
-                self.intent_lines(entry, r);
+        let mut lines = Vec::new();
+        rtgs_core::statement::lines_of(entry, &applied, plugin, &self.replica, &mut lines);
+        for AccountLine { account, line } in lines {
+            let kept = self.statements.entry(account).or_default();
+            if kept.len() >= STATEMENT_LINES_MAX {
+                kept.pop_front();
             }
+            kept.push_back(line);
         }
-    }
-
-    /// The lines of one applied intent (a release or settle names its hold as it was).
-    fn intent_lines(&mut self, entry: &Entry, r: IntentRecord) {
-        match (r.intent, r.hold) {
-            (LedgerIntent::Hold { account, amount_minor, .. }, _) => {
-                self.line(entry, account, LineKind::Hold, None, amount_minor)
-            }
-            (LedgerIntent::Release { .. }, Some(h)) => {
-                self.line(entry, h.account, LineKind::Release, None, h.amount_minor)
-            }
-            (LedgerIntent::Settle { to, .. }, Some(h)) => {
-                self.line(entry, h.account, LineKind::Settle, Some(to), h.amount_minor);
-                self.line(entry, to, LineKind::Credit, Some(h.account), h.amount_minor);
-            }
-            // An applied release or settle always names a hold that existed.
-            (LedgerIntent::Release { .. } | LedgerIntent::Settle { .. }, None) => {}
-            (LedgerIntent::Post { from, to, amount_minor }, _) => {
-                self.line(entry, from, LineKind::Debit, Some(to), amount_minor);
-                self.line(entry, to, LineKind::Credit, Some(from), amount_minor);
-            }
-            (LedgerIntent::Reverse { from, to, amount_minor }, _) => {
-                self.line(entry, to, LineKind::ReversalDebit, Some(from), amount_minor);
-                self.line(entry, from, LineKind::ReversalCredit, Some(to), amount_minor);
-            }
-        }
-    }
-
-    fn line(
-        &mut self,
-        entry: &Entry,
-        account: AccountId,
-        kind: LineKind,
-        counterparty: Option<AccountId>,
-        amount_minor: u64,
-    ) {
-        let balance_after_minor = self.replica.ledger().account(account).map_or(0, |x| x.balance_minor);
-        let lines = self.statements.entry(account).or_default();
-        if lines.len() >= STATEMENT_LINES_MAX {
-            lines.pop_front();
-        }
-        lines.push_back(Line {
-            seq: entry.seq,
-            bmi: entry.bmi,
-            kind,
-            counterparty,
-            amount_minor,
-            balance_after_minor,
-        });
     }
 }
 
+/// Where the outcomes of entries final before a read model's start are read (the production
+/// engine: the center's database); `None` when not known (not final, or not found).
+pub type OutcomeHistory = std::sync::Arc<
+    dyn Fn(Seq) -> std::pin::Pin<Box<dyn std::future::Future<Output = Option<Outcome>> + Send>> + Send + Sync,
+>;
+
+/// Where an account's whole statement is read (the production engine: the center's
+/// `statement_line`): at most `max` lines of the account with `from ≤ seq ≤ through`, oldest first.
+pub type StatementSource = std::sync::Arc<
+    dyn Fn(
+            AccountId,
+            Seq,
+            Seq,
+            usize,
+        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<Line>, String>> + Send>>
+        + Send
+        + Sync,
+>;
+
 pub struct ReadModel {
     books: RwLock<Books>,
+    statements: Option<StatementSource>,
+    /// The seq of the ledger it started from: outcomes at or below it are the history's.
+    seq_start: Seq,
+    history: Option<OutcomeHistory>,
     /// Apply up to here: the highest seq known final.
     seq_target: AtomicU64,
     failure: Mutex<Option<String>>,
@@ -179,13 +101,86 @@ impl ReadModel {
     /// restored like them); entries after the ledger's seq come through [`ReadModel::run`].
     pub fn new(ledger: Ledger, host: PluginHost) -> Self {
         let seq = ledger.seq_applied();
+        let books =
+            Books { replica: Replica::new(ledger, host), statements: HashMap::new(), rejected: Vec::new() };
         let model = ReadModel {
-            books: RwLock::new(Books { replica: Replica::new(ledger, host), statements: HashMap::new() }),
+            books: RwLock::new(books),
+            seq_start: seq,
+            history: None,
+            statements: None,
             seq_target: AtomicU64::new(0),
             failure: Mutex::new(None),
         };
         model.advance_to(seq);
         model
+    }
+
+    /// Where outcomes before the start are read (the production engine's stored entries).
+    pub fn with_history(mut self, history: OutcomeHistory) -> Self {
+        self.history = Some(history);
+        self
+    }
+
+    /// The final outcome of the entry at `seq`, if known: from what this model applied (every
+    /// entry since its start is final once applied), else from the history.
+    pub async fn outcome(&self, seq: Seq) -> Option<Outcome> {
+        if seq > self.seq_start {
+            return self.outcome_applied(seq);
+        }
+        match &self.history {
+            Some(history) if seq >= 1 => history(seq).await,
+            _ => None,
+        }
+    }
+
+    fn outcome_applied(&self, seq: Seq) -> Option<Outcome> {
+        let books = self.read();
+        if seq > books.replica.ledger().seq_applied() {
+            return None;
+        }
+        Some(match books.rejected.binary_search_by_key(&seq, |(s, _)| *s) {
+            Ok(i) => Outcome::from_code(books.rejected[i].1).unwrap_or(Outcome::Accepted),
+            Err(_) => Outcome::Accepted,
+        })
+    }
+
+    /// Where statements are read instead of the lines kept in memory (every line ever made).
+    pub fn with_statements(mut self, statements: StatementSource) -> Self {
+        self.statements = Some(statements);
+        self
+    }
+
+    /// A page of `id`'s whole statement from the statement source (`None`: there is none, the
+    /// page is the memory's), with the lines through `through` (the seq the answer is as of);
+    /// the same paging as [`page_of`].
+    pub async fn stored_page(
+        &self,
+        id: AccountId,
+        from: Seq,
+        through: Seq,
+        limit: usize,
+    ) -> Option<Result<Page, String>> {
+        let source = self.statements.as_ref()?;
+        Some(
+            async {
+                // One line past the page says whether more follow and where the page may end.
+                let lines = source(id, from, through, limit + 1).await?;
+                let page = page_of(lines.iter(), limit);
+                let one_seq =
+                    page.lines.first().map(|l| l.seq).filter(|s| page.lines.iter().all(|l| l.seq == *s));
+                match one_seq {
+                    // The page is one entry's lines and took every line read: read all of that
+                    // entry's lines, and whether any follow.
+                    Some(seq) if page.lines.len() == lines.len() && lines.len() > limit => {
+                        let lines = source(id, seq, seq, usize::MAX).await?;
+                        let more = !source(id, seq + 1, through, 1).await?.is_empty();
+                        Ok(Page { lines, next_from_seq: more.then_some(seq + 1), truncated: false })
+                    }
+                    _ => Ok(page),
+                }
+            }
+            .await,
+        )
     }
 
     fn check(&self) -> Result<(), String> {
@@ -223,27 +218,31 @@ impl ReadModel {
         Ok(ids.map(|id| books.replica.ledger().account(id).map(|a| a.closed)).collect())
     }
 
-    /// An account's statement lines with seq ≥ `from_seq`, at most `limit`, oldest first, and
-    /// the seq the read model is at; `None` if the account does not exist.
-    #[allow(clippy::type_complexity)]
+    /// One page of an account's statement: its lines with seq ≥ `from_seq`, oldest first, as
+    /// of the returned seq; `None` if the account does not exist. See [`Page`].
     pub fn statement(
         &self,
         id: AccountId,
         from_seq: Seq,
         limit: usize,
-    ) -> Result<(Option<(Account, Vec<Line>, bool)>, Seq), String> {
+    ) -> Result<(Option<(Account, Page)>, Seq), String> {
         self.check()?;
         let books = self.read();
         let seq = books.replica.ledger().seq_applied();
         let Some(account) = books.replica.ledger().account(id).cloned() else { return Ok((None, seq)) };
         let lines = books.statements.get(&id);
-        // True when older lines than the first kept one were dropped (bounded memory).
-        let truncated = lines.and_then(|l| l.front()).is_some_and(|first| first.seq > from_seq)
+        // True when older lines than the first kept one were dropped (bounded memory), or —
+        // a model that started from a stored ledger (the production engine after a restart) —
+        // lines before its start are asked for and the account's opening is not among its lines.
+        let dropped = lines.and_then(|l| l.front()).is_some_and(|first| first.seq > from_seq)
             && lines.is_some_and(|l| l.len() >= STATEMENT_LINES_MAX);
-        let out = lines
-            .map(|l| l.iter().filter(|x| x.seq >= from_seq).take(limit).cloned().collect())
-            .unwrap_or_default();
-        Ok((Some((account, out, truncated)), seq))
+        let opened_here = lines.and_then(|l| l.front()).is_some_and(|first| first.kind == LineKind::Open);
+        let before_start = self.seq_start > 0 && from_seq <= self.seq_start && !opened_here;
+        let truncated = dropped || before_start;
+        let mut page =
+            lines.map(|l| page_of(l.iter().filter(|x| x.seq >= from_seq), limit)).unwrap_or_default();
+        page.truncated = truncated;
+        Ok((Some((account, page)), seq))
     }
 
     pub fn advance_to(&self, seq: Seq) {
@@ -320,13 +319,53 @@ impl ReadModel {
     }
 }
 
+/// One page of a statement (the paging contract of both engines).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Page {
+    pub lines: Vec<Line>,
+    /// Where the next page starts (`from_seq`), when there are lines after this page.
+    pub next_from_seq: Option<Seq>,
+    /// Lines before `from_seq`'s first kept line were dropped (the embedded engine keeps the
+    /// last [`STATEMENT_LINES_MAX`] of an account in memory).
+    pub truncated: bool,
+}
+
+/// The first `limit` of `lines` (in seq order) as a page whose cursor is a seq: a page never
+/// ends inside one seq's lines (one entry may move an account more than once — a plugin's hold
+/// and its settlement), so that the next page, from the next seq, misses nothing. If the first
+/// seq alone has more than `limit` lines, the page holds all of them (a few at most: the lines
+/// one entry makes).
+pub fn page_of<'a>(lines: impl Iterator<Item = &'a Line>, limit: usize) -> Page {
+    let mut out: Vec<Line> = Vec::with_capacity(limit.min(STATEMENT_LINES_MAX));
+    let mut lines = lines.peekable();
+    while let Some(line) = lines.next() {
+        out.push(line.clone());
+        let same_seq_follows = lines.peek().is_some_and(|next| next.seq == line.seq);
+        if out.len() >= limit && !same_seq_follows {
+            break;
+        }
+        if out.len() >= limit && out.first().is_some_and(|f| f.seq != line.seq) {
+            // Cut before this seq's lines: they start the next page.
+            let seq = line.seq;
+            out.retain(|l| l.seq != seq);
+            return Page { next_from_seq: Some(seq), lines: out, truncated: false };
+        }
+    }
+    let next_from_seq = match (lines.peek(), out.last()) {
+        (Some(_), Some(last)) => Some(last.seq + 1),
+        _ => None,
+    };
+    Page { lines: out, next_from_seq, truncated: false }
+}
+
 /// Reads the engine's highest final seq.
 pub type FinalThrough = std::sync::Arc<dyn Fn() -> Seq + Send + Sync>;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rtgs_core::entry::{CenterId, Currency, PluginCommand, PluginKind};
+    use rtgs_core::entry::{Bmi, CenterId, Currency, Payload, PluginCommand, PluginKind};
+    use rtgs_core::ledger::LedgerIntent;
     use rtgs_core::plugin::{Effect, Plugin, PluginDecodeError, Step};
     use std::sync::Arc;
 
@@ -408,8 +447,8 @@ mod tests {
         model.run(Box::new(VecFeed(Some(entries))), Arc::new(|| 9), &AtomicBool::new(false));
         let lines = |a: u64| -> Vec<(Seq, &'static str, u64, u64)> {
             let (found, _) = model.statement(AccountId(a), 0, 100).unwrap_or_else(|e| panic!("{e}"));
-            let (_, lines, _) = found.unwrap_or_else(|| panic!("account {a}"));
-            lines.iter().map(|l| (l.seq, l.kind.name(), l.amount_minor, l.balance_after_minor)).collect()
+            let (_, page) = found.unwrap_or_else(|| panic!("account {a}"));
+            page.lines.iter().map(|l| (l.seq, l.kind.name(), l.amount_minor, l.balance_after_minor)).collect()
         };
         assert_eq!(
             lines(1),
@@ -435,5 +474,55 @@ mod tests {
         );
         let (a1, seq) = model.account(AccountId(1)).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((a1.map(|a| (a.balance_minor, a.held_minor)), seq), (Some((70, 0)), 9));
+    }
+
+    fn line(seq: Seq, amount_minor: u64) -> Line {
+        let bmi = Bmi::numbered("P", seq).unwrap_or(Bmi::NONE);
+        Line { seq, bmi, kind: LineKind::Credit, counterparty: None, amount_minor, balance_after_minor: 0 }
+    }
+
+    /// Pages never end inside one seq's lines, and following `next_from_seq` from 0 yields every
+    /// line exactly once, whatever the limit.
+    #[test]
+    fn pages_follow_seqs_and_together_hold_every_line_once() {
+        // Seq 3 moves the account three times (a plugin's hold, settle, credit), seq 5 twice.
+        let seqs = [1, 2, 3, 3, 3, 4, 5, 5, 6, 7];
+        let all: Vec<Line> = seqs.iter().enumerate().map(|(i, s)| line(*s, i as u64)).collect();
+        for limit in 1..=all.len() + 1 {
+            let (mut got, mut from, mut pages) = (Vec::new(), 0, 0);
+            loop {
+                let page = page_of(all.iter().filter(|l| l.seq >= from), limit);
+                pages += 1;
+                assert!(pages <= all.len() + 1, "limit {limit}: paging ends");
+                assert!(!page.lines.is_empty(), "limit {limit}: no empty page before the end");
+                let last = page.lines.last().map_or(0, |l| l.seq);
+                let after: Vec<&Line> = all.iter().filter(|l| l.seq > last).collect();
+                // Never cut inside a seq; more than `limit` only for one seq's lines.
+                assert!(
+                    all.iter().filter(|l| l.seq == last).count()
+                        <= page.lines.iter().filter(|l| l.seq == last).count()
+                );
+                if page.lines.len() > limit {
+                    assert!(page.lines.iter().all(|l| l.seq == page.lines[0].seq), "limit {limit}");
+                }
+                got.extend(page.lines.iter().map(|l| l.amount_minor));
+                match page.next_from_seq {
+                    Some(next) => {
+                        assert!(!after.is_empty() && next > last, "limit {limit}");
+                        from = next;
+                    }
+                    None => {
+                        assert!(after.is_empty(), "limit {limit}: next_from_seq exactly when more follow");
+                        break;
+                    }
+                }
+            }
+            assert_eq!(
+                got,
+                (0..all.len() as u64).collect::<Vec<_>>(),
+                "limit {limit}: every line once, in order"
+            );
+        }
+        assert_eq!(page_of([].iter(), 5), Page::default());
     }
 }

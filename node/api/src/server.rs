@@ -6,7 +6,8 @@
 //! (401) → JSON shape, objects only (400) → field values (400) → ownership (403) → for a `bmi` not
 //! seen before, both accounts known and open (422 `unknown_account` / `account_closed`) →
 //! idempotency by `bmi` (422 `bmi_conflict`) → submit. Nothing reaches the engine unless every
-//! check passed.
+//! check passed. A participant's `bmi` is journaled under its scoped key ([`crate::scope`]):
+//! every look-up, answer and error stays inside that participant's namespace.
 
 use crate::auth::{
     AuthError, Keyring, Participant, SignedHeaders, HEADER_KEY, HEADER_SIGNATURE, HEADER_TIMESTAMP,
@@ -145,6 +146,18 @@ impl Api {
         origin: CenterId,
         pii: crate::pii::PiiStore,
     ) -> Api {
+        Api::start_linked_with(link, credentials, origin, pii, crate::limits::TRACKED_TRANSFERS_MAX)
+    }
+
+    /// [`Api::start_linked_with_pii`] with a tracker of `tracked_entries_max` records (tests
+    /// shrink it to show that a retry the tracker forgot is still answered by the engine).
+    pub fn start_linked_with(
+        link: EngineLink,
+        credentials: Credentials,
+        origin: CenterId,
+        pii: crate::pii::PiiStore,
+        tracked_entries_max: usize,
+    ) -> Api {
         let EngineLink { submit, events, read_model, feed, final_through } = link;
         // What is final (or durable) at start must be applied before any read is answered.
         read_model.advance_to(final_through());
@@ -152,7 +165,7 @@ impl Api {
             keyring: Keyring::new(credentials.participants),
             operators: Keyring::new(credentials.operators),
             matching_pii: pii,
-            tracker: Arc::new(Tracker::default()),
+            tracker: Arc::new(Tracker::with_capacity(tracked_entries_max)),
             read_model: Arc::new(read_model),
             metrics: Arc::new(Metrics::default()),
             submitter: RwLock::new(Some(submit)),
@@ -477,14 +490,15 @@ fn validate(req: &TransferRequest) -> Result<(Bmi, Transfer), ApiError> {
 }
 
 /// A transfer request checked as far as it can be without the engine's state: its field
-/// values, and its debtor one of the participant's accounts.
+/// values, and its debtor one of the participant's accounts; with the `bmi` the participant
+/// wrote turned into its scoped key ([`crate::scope`]).
 fn admissible(participant: &Participant, req: &TransferRequest) -> Result<(Bmi, Transfer), ApiError> {
-    let (bmi, transfer) = validate(req)?;
+    let (text, transfer) = validate(req)?;
     if !participant.owns(transfer.debtor) {
         let message = format!("account {} is not one of this participant's accounts", transfer.debtor.0);
         return Err(ApiError::new(StatusCode::FORBIDDEN, "debtor_not_owned", message));
     }
-    Ok((bmi, transfer))
+    Ok((participant.scope.key(text), transfer))
 }
 
 /// Both accounts of every transfer exist and are open, as of everything already final: an
@@ -563,12 +577,14 @@ fn unavailable() -> ApiError {
     ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "the engine is stopped")
 }
 
+/// A `bmi` used again for other content. Only ever about the requester's own entry: a
+/// participant's `bmi` is in its own namespace, so the seq named is its own.
 fn conflict_error(bmi: Bmi, seq: Option<Seq>) -> ApiError {
     let at = seq.map_or(String::new(), |s| format!(" (seq {s})"));
     ApiError::new(
         StatusCode::UNPROCESSABLE_ENTITY,
         "bmi_conflict",
-        format!("bmi {bmi} was already used for a different request{at}"),
+        format!("bmi {} was already used for a different request{at}", crate::scope::shown(&bmi)),
     )
 }
 
@@ -727,7 +743,7 @@ async fn post_transfer_batch(
     for (i, t) in request.transfers.iter().enumerate() {
         let (bmi, transfer) = admissible(participant, t).map_err(|e| at(i, e))?;
         if !seen.insert(bmi) {
-            let message = format!("bmi {bmi} appears twice in the batch");
+            let message = format!("bmi {} appears twice in the batch", crate::scope::shown(&bmi));
             return Err(at(i, ApiError::bad_request("duplicate_bmi", message)));
         }
         transfers.push((bmi, transfer));
@@ -742,8 +758,10 @@ async fn post_transfer_batch(
     let results: Vec<serde_json::Value> = answers
         .into_iter()
         .map(|(bmi, answer)| match answer {
-            Ok(seq) => serde_json::json!({ "bmi": bmi.as_str(), "seq": seq, "status": "ACSP" }),
-            Err(e) => serde_json::json!({ "bmi": bmi.as_str(), "code": e.code, "message": e.message }),
+            Ok(seq) => serde_json::json!({ "bmi": crate::scope::shown(&bmi), "seq": seq, "status": "ACSP" }),
+            Err(e) => {
+                serde_json::json!({ "bmi": crate::scope::shown(&bmi), "code": e.code, "message": e.message })
+            }
         })
         .collect();
     let answer = serde_json::json!({ "accepted": accepted, "transfers": results });
@@ -791,25 +809,28 @@ async fn get_transfer(
 }
 
 /// A transfer's status for its own participant, after the long-poll of `?wait_s=N` if asked.
+/// The `bmi` is the participant's text, looked up under its scoped key: another participant's
+/// entries are not in that namespace, so a `bmi` another participant used is answered exactly
+/// like one nobody used (404 `unknown_transfer`).
 async fn status_of(state: &AppState, bmi_text: &str, request: Request) -> Result<(Bmi, Status), ApiError> {
     let uri = request.uri().clone();
     let (participant, _) = authenticated(&state.keyring, request).await?;
     // `?wait_s=N`: a long-poll — the answer comes as soon as the transfer is final (ACCC or
     // RJCT), or after N seconds with its status then (ACSP).
     let [wait_s] = numeric_query(&uri, [("wait_s", 0, LONG_POLL_S_MAX)])?;
-    let bmi = parse_bmi(bmi_text)?;
-    let unknown = || ApiError::new(StatusCode::NOT_FOUND, "unknown_transfer", format!("no transfer {bmi}"));
+    let text = parse_bmi(bmi_text)?;
+    let bmi = participant.scope.key(text);
+    let unknown = || ApiError::new(StatusCode::NOT_FOUND, "unknown_transfer", format!("no transfer {text}"));
     let deadline = tokio::time::Instant::now() + Duration::from_secs(wait_s.unwrap_or(0));
     loop {
         let changed = state.tracker.changed();
         let status = state.tracker.status(bmi).ok_or_else(unknown)?;
+        // A scoped key is only ever tracked for its participant; anything else is not this
+        // participant's and is answered as unknown (never "someone else's").
         if status.owner != participant.key_id {
-            return Err(ApiError::new(
-                StatusCode::FORBIDDEN,
-                "not_owner",
-                "this transfer was submitted by another participant",
-            ));
+            return Err(unknown());
         }
+        let status = with_outcome(state, status).await;
         if status.outcome.is_some() || tokio::time::Instant::now() >= deadline {
             return Ok((bmi, status));
         }
@@ -824,6 +845,21 @@ async fn status_of(state: &AppState, bmi_text: &str, request: Request) -> Result
             }
         }
     }
+}
+
+/// `status` with its final outcome filled in when the tracker knows only its seq (a retry the
+/// engine recognised, whose final notice went out long ago or before a restart): read from the
+/// read model, or — for an entry final before it started — the engine's stored history.
+pub(crate) async fn with_outcome(state: &AppState, mut status: Status) -> Status {
+    if let (None, Some(seq)) = (status.outcome, status.seq) {
+        // Known final here (at or below the read model's target): let the model apply it first
+        // (read-your-writes; ≤ READ_MODEL_WAIT, then answered with what is known).
+        if seq <= state.read_model.seq_target() {
+            let _ = read_model_caught_up(&state.read_model).await;
+        }
+        status.outcome = state.read_model.outcome(seq).await;
+    }
+    status
 }
 
 /// ISO 20022 in: a pacs.008 with its head.001 header (see [`crate::iso20022`]); its
@@ -852,7 +888,7 @@ async fn post_pacs008(State(state): State<Arc<AppState>>, request: Request) -> R
     let seq = submit(&state, bmi, &participant.key_id, Payload::Transfer(transfer)).await?;
     Ok(xml(
         StatusCode::ACCEPTED,
-        iso20022::pacs002(&participant.key_id, bmi.as_str(), "ACSP", None, seq, now_s()),
+        iso20022::pacs002(&participant.key_id, crate::scope::shown(&bmi), "ACSP", None, seq, now_s()),
     ))
 }
 
@@ -864,7 +900,8 @@ async fn get_pacs002(
 ) -> Result<Response, ApiError> {
     let (bmi, status) = status_of(&state, &bmi_text, request).await?;
     let (code, reason) = iso_status(&status);
-    Ok(xml(StatusCode::OK, iso20022::pacs002(&status.owner, bmi.as_str(), code, reason, status.seq, now_s())))
+    let text = crate::scope::shown(&bmi);
+    Ok(xml(StatusCode::OK, iso20022::pacs002(&status.owner, text, code, reason, status.seq, now_s())))
 }
 
 fn xml(status: StatusCode, body: String) -> Response {
@@ -883,12 +920,13 @@ fn iso_status(status: &Status) -> (&'static str, Option<&'static str>) {
 /// A tracked entry's status: ACSP until final, then ACCC or RJCT with the ISO reason.
 pub(crate) fn status_json(bmi: Bmi, status: &Status) -> serde_json::Value {
     let (code, reason) = iso_status(status);
-    serde_json::json!({ "bmi": bmi.as_str(), "seq": status.seq, "status": code, "reason": reason })
+    serde_json::json!({ "bmi": crate::scope::shown(&bmi), "seq": status.seq, "status": code, "reason": reason })
 }
 
-/// The 202 answer of every accepted write (the same for a retry).
+/// The 202 answer of every accepted write (the same for a retry), naming the `bmi` as its
+/// writer wrote it.
 pub(crate) fn accepted(bmi: Bmi, seq: Option<Seq>) -> Response {
-    let answer = serde_json::json!({ "bmi": bmi.as_str(), "seq": seq, "status": "ACSP" });
+    let answer = serde_json::json!({ "bmi": crate::scope::shown(&bmi), "seq": seq, "status": "ACSP" });
     (StatusCode::ACCEPTED, Json(answer)).into_response()
 }
 
@@ -930,7 +968,9 @@ pub(crate) async fn account_answer(state: &AppState, id: AccountId) -> Result<se
 }
 
 /// An account's statement: the entries that moved it, oldest first, from `from_seq`, as of
-/// everything already final; `next_from_seq` pages on.
+/// everything already final; at most `limit` lines (more only when one entry's lines exceed it:
+/// a page never ends inside one seq), and `next_from_seq` — present exactly when more lines
+/// follow — is the `from_seq` of the next page.
 async fn get_statement(
     State(state): State<Arc<AppState>>,
     Path(id_text): Path<String>,
@@ -963,16 +1003,21 @@ pub(crate) async fn statement_answer(
         .statement(id, from_seq, limit)
         .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "read_model_failed", e))?;
     let unknown = || ApiError::new(StatusCode::NOT_FOUND, "unknown_account", format!("no account {}", id.0));
-    let (account, lines, truncated) = found.ok_or_else(unknown)?;
+    let (account, mut page) = found.ok_or_else(unknown)?;
+    // The whole history, where the engine keeps it (the production engine's database).
+    if let Some(stored) = state.read_model.stored_page(id, from_seq, as_of_seq, limit).await {
+        page = stored.map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "read_model_failed", e))?;
+    }
     let currency = account.currency.as_str();
     let exponent = money::exponent(currency).unwrap_or(0);
-    let next_from_seq = if lines.len() == limit { lines.last().map(|l| l.seq + 1) } else { None };
-    let lines: Vec<serde_json::Value> = lines
+    let (truncated, next_from_seq) = (page.truncated, page.next_from_seq);
+    let lines: Vec<serde_json::Value> = page
+        .lines
         .iter()
         .map(|l| {
             serde_json::json!({
                 "seq": l.seq,
-                "bmi": l.bmi.as_str(),
+                "bmi": crate::scope::shown(&l.bmi),
                 "type": l.kind.name(),
                 "counterparty": l.counterparty.map(|c| c.0),
                 "amount": money::format_minor(l.amount_minor, exponent),

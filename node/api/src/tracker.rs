@@ -1,11 +1,15 @@
 //! What the API knows about the `bmi`s submitted through it: content, owner, seq, status.
+//! Keyed by the `bmi` as journaled — a participant's scoped key ([`crate::scope`]), so one
+//! participant's records are never another's.
 //!
 //! The embedded engine tells its client about an entry twice at most: a refusal (a retry or a
 //! conflicting reuse of a `bmi`, with the original seq) or the final notice (seq and outcome) —
 //! there is no "sequenced" event. The tracker therefore keeps, per `bmi`, the content and the
 //! participant that submitted it (so a retry is recognised without submitting anything) and the
 //! seq and outcome once they are announced, and wakes the requests waiting for them. Bounded
-//! ([`TRACKED_TRANSFERS_MAX`]): the oldest records are forgotten first.
+//! ([`TRACKED_TRANSFERS_MAX`]): the oldest records are forgotten first; a retry of a forgotten
+//! one is submitted again and answered by the engine (`Duplicate`: the original seq; its
+//! outcome is then the read model's, `server::with_outcome`).
 //!
 //! Records are keyed by the `bmi` itself under the standard library's randomly keyed SipHash:
 //! participants choose `bmi`s, so a key they could compute (the unkeyed 128-bit fingerprint, a

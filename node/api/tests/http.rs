@@ -66,9 +66,7 @@ async fn a_retry_gets_the_original_answer_and_a_changed_request_gets_422() {
     }
     let (status, body) = node.as_a("POST", "/v1/transfers", &transfer("I-1", 1, 2, "5.01")).await;
     assert_eq!((status, body["code"].as_str()), (422, Some("bmi_conflict")), "{body}");
-    // Another participant reusing the bmi, with its own debtor: also a conflict, not a new payment.
-    let (status, body) = node.as_b("POST", "/v1/transfers", &transfer("I-1", 3, 2, "5.00")).await;
-    assert_eq!((status, body["code"].as_str()), (422, Some("bmi_conflict")), "{body}");
+    // (Another participant's "I-1" is its own payment: tests/idempotency.rs.)
 
     let settled = node.account_at(2, first.1["seq"].as_u64().unwrap_or(0)).await;
     assert_eq!(settled["balance"], "5.00");
@@ -88,6 +86,12 @@ async fn after_a_restart_the_engine_still_answers_retries_and_conflicts() {
     let node = start(&dir, false).await;
     let again = node.as_a("POST", "/v1/transfers", &transfer("X-1", 1, 2, "7.00")).await;
     assert_eq!(again, first);
+    // And its status is the original outcome at once (from the read model, not a new notice).
+    let (status, body) = node.as_a("GET", "/v1/transfers/X-1", b"").await;
+    assert_eq!(
+        (status, body["status"].as_str(), body["seq"].as_u64()),
+        (200, Some("ACCC"), first.1["seq"].as_u64())
+    );
     let (status, body) = node.as_a("POST", "/v1/transfers", &transfer("X-1", 1, 2, "7.01")).await;
     assert_eq!((status, body["code"].as_str()), (422, Some("bmi_conflict")), "{body}");
     let balance = node.account_at(2, first.1["seq"].as_u64().unwrap_or(0)).await;
@@ -250,7 +254,8 @@ async fn a_participant_reads_only_its_own_data() {
     assert_eq!(status, 202, "{answer}");
     let rows = [
         ("other's account", node.as_a("GET", "/v1/accounts/3", b"").await, 403, "account_not_owned"),
-        ("other's transfer", node.as_a("GET", "/v1/transfers/D-1", b"").await, 403, "not_owner"),
+        // Another participant's bmi is not in this one's namespace: unknown, as if never used.
+        ("other's transfer", node.as_a("GET", "/v1/transfers/D-1", b"").await, 404, "unknown_transfer"),
         ("unknown transfer", node.as_a("GET", "/v1/transfers/NOPE", b"").await, 404, "unknown_transfer"),
         ("own account never opened", node.as_a("GET", "/v1/accounts/9", b"").await, 404, "unknown_account"),
         (
@@ -465,6 +470,10 @@ async fn a_statement_lists_what_moved_the_account_and_pages() {
     let next = page["next_from_seq"].as_u64().unwrap_or(0);
     let (_, rest) = node.as_a("GET", &format!("/v1/accounts/2/statement?from_seq={next}&limit=2"), b"").await;
     assert_eq!(rest["lines"][0]["bmi"], "ST-1", "{rest}");
+    // The last page says so: no next_from_seq (it is there exactly when more lines follow).
+    assert_eq!(rest["lines"].as_array().map(Vec::len), Some(2), "{rest}");
+    assert_eq!(rest["next_from_seq"], serde_json::Value::Null, "{rest}");
+    assert_eq!(st["next_from_seq"], serde_json::Value::Null, "{st}");
     let (_, debtor) = node.as_a("GET", "/v1/accounts/1/statement", b"").await;
     let types: Vec<&str> = debtor["lines"]
         .as_array()

@@ -98,7 +98,9 @@ async fn a_window_closes_unmatched_and_the_user_retries_then_closes() {
     let (status, d) = node.as_ops("GET", "/v1/operator/matching/dead-letters", b"").await;
     assert_eq!((status, d["open"].as_u64()), (200, Some(0)), "{d}");
 
-    let bmis = node.finish().await;
+    // As the participant wrote them (a participant's bmi is journaled under its scoped key).
+    let bmis: Vec<String> =
+        node.finish().await.iter().map(|b| rtgs_api::scope::shown_text(b).to_string()).collect();
     for b in ["MPS-1", "DEC-1", "DEC-2"] {
         assert_eq!(bmis.iter().filter(|x| *x == b).count(), 1, "{b} journaled once: {bmis:?}");
     }
@@ -184,7 +186,8 @@ async fn matching_endpoints_refuse_bad_requests_with_their_codes() {
         };
         assert_eq!((status, answer["code"].as_str()), (want, Some(code)), "{who} {method} {path}: {answer}");
     }
-    let bmis = node.finish().await;
+    let bmis: Vec<String> =
+        node.finish().await.iter().map(|b| rtgs_api::scope::shown_text(b).to_string()).collect();
     assert!(
         bmis.iter().all(|b| !b.starts_with("DEC-") && !b.starts_with("MPS-") && !b.starts_with("RES-")),
         "nothing refused was journaled: {bmis:?}"
@@ -276,7 +279,8 @@ async fn an_order_with_pii_is_journaled_without_it_and_read_back_by_its_owner_on
     }
     let dir = std::env::temp_dir().join(format!("rtgs-api-matching-pii-{}", std::process::id()));
     let bmis = node.stop().await;
-    assert_eq!(bmis.iter().filter(|b| b.starts_with("ORD-P")).collect::<Vec<_>>(), ["ORD-P1"]);
+    let texts: Vec<&str> = bmis.iter().map(|b| rtgs_api::scope::shown_text(b)).collect();
+    assert_eq!(texts.iter().filter(|b| b.starts_with("ORD-P")).collect::<Vec<_>>(), [&"ORD-P1"]);
     // The PII survives a restart: read back from its file, for its owner and operators only.
     let node = common::restart_matching(&dir, Box::new(Silent)).await;
     let (status, pii) = node.as_a("GET", "/v1/matching/orders/41/customer", b"").await;

@@ -138,17 +138,25 @@ async fn operator_requests_are_checked_like_any_other_and_keys_do_not_cross() {
     let pay = transfer("OC-10", 1, 2, "1.00");
     let (status, answer) = node.signed_at("ops", SECRET_OPS, "POST", "/v1/transfers", &pay, 0).await;
     assert_eq!((status, answer["code"].as_str()), (401, Some("unknown_key")), "{answer}");
-    // The same bmi for a different request is a conflict whoever sent it.
+    // A participant's bmi is in its own namespace: an operator's "OC-10" is another entry, and
+    // an operator's bmi may not look like a participant's scoped key.
     assert_eq!(node.as_a("POST", "/v1/transfers", &pay).await.0, 202);
-    let (status, answer) = as_ops(
-        &node,
-        "POST",
-        "/v1/operator/accounts",
-        &json!({"bmi": "OC-10", "account": 5, "currency": "EUR"}),
-    )
-    .await;
+    let open = |bmi: &str, account: u64| json!({"bmi": bmi, "account": account, "currency": "EUR"});
+    let (status, answer) = as_ops(&node, "POST", "/v1/operator/accounts", &open("OC-10", 5)).await;
+    assert_eq!(status, 202, "{answer}");
+    let (status, answer) = as_ops(&node, "POST", "/v1/operator/accounts", &open("OC-10", 6)).await;
     assert_eq!((status, answer["code"].as_str()), (422, Some("bmi_conflict")), "{answer}");
+    let (status, answer) = as_ops(&node, "POST", "/v1/operator/accounts", &open("~AAAAAAAOC-10", 6)).await;
+    assert_eq!((status, answer["code"].as_str()), (400, Some("invalid_bmi")), "{answer}");
+    // Operators read a participant's entry under its journaled (scoped) key.
+    let key = rtgs_api::scope::Scope::of("bank-a").key(rtgs_core::entry::Bmi::new(b"OC-10").expect("bmi"));
+    let (status, entry) = as_ops(&node, "GET", &format!("/v1/operator/entries/{key}"), &json!(null)).await;
+    assert_eq!(
+        (status, entry["bmi"].as_str(), entry["status"].as_str()),
+        (200, Some(key.as_str()), Some("ACCC")),
+        "{entry}"
+    );
 
     let bmis = node.finish().await;
-    assert_eq!(journaled(&bmis), ["OC-10"]);
+    assert_eq!(journaled(&bmis), ["OC-10", "OC-10"]);
 }

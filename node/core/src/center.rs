@@ -120,6 +120,9 @@ pub struct CenterConfig {
     /// Commits carry the applied entries and the ledger rows they changed (a store that writes
     /// rows per batch: the production engine).
     pub commit_rows: bool,
+    /// Commits also carry the statement lines of their entries (`crate::statement`: a store
+    /// that keeps every account's whole history — the production engine).
+    pub commit_lines: bool,
     /// A checkpoint is due after this many applied entries (`None`: the driver's commits are
     /// complete durable states and need none).
     pub checkpoint_interval_entries: Option<u64>,
@@ -138,6 +141,7 @@ impl CenterConfig {
             owner_silence_us: limits::OWNER_SILENCE_US,
             commit_on_apply: false,
             commit_rows: false,
+            commit_lines: false,
             checkpoint_interval_entries: None,
         }
     }
@@ -239,6 +243,8 @@ pub struct Commit {
     pub entries: Vec<Entry>,
     /// Ledger rows they changed and the funded totals (with [`CenterConfig::commit_rows`]).
     pub changed: ChangedRows,
+    /// Their statement lines, in seq order (with [`CenterConfig::commit_lines`]).
+    pub lines: Vec<crate::statement::AccountLine>,
     pub funded: Vec<(crate::entry::Currency, u64)>,
     /// A plugin took one of them: the plugin state must be stored with this commit (it is the
     /// host's state now, when the commit is polled); otherwise only its seq moves.
@@ -258,6 +264,7 @@ impl Commit {
     pub fn merge(&mut self, next: Commit) {
         self.applied.extend(next.applied);
         self.entries.extend(next.entries);
+        self.lines.extend(next.lines);
         // Stable sort by key, then keep the last (newest) of each.
         let mut accounts = std::mem::take(&mut self.changed.accounts);
         accounts.extend(next.changed.accounts);
@@ -390,6 +397,8 @@ pub struct CenterStats {
 struct Uncommitted {
     applied: Vec<Applied>,
     entries: Vec<Entry>,
+    /// With [`CenterConfig::commit_lines`]: `Some`, the statement lines of the entries.
+    lines: Option<Vec<crate::statement::AccountLine>>,
     plugins_changed: bool,
 }
 
@@ -472,7 +481,7 @@ impl Center {
             gap_out,
             awaiting: awaiting.into(),
             unconfirmed: VecDeque::new(),
-            uncommitted: Uncommitted::default(),
+            uncommitted: Uncommitted { lines: config.commit_lines.then(Vec::new), ..Uncommitted::default() },
             in_flight: VecDeque::new(),
             committed_through: seq_applied,
             ready_acks: Vec::new(),
@@ -864,11 +873,15 @@ impl Center {
             return;
         }
         let u = std::mem::take(&mut self.uncommitted);
+        if self.config.commit_lines {
+            self.uncommitted.lines = Some(Vec::new());
+        }
         let mut commit = Commit {
             progress: self.take_progress(),
             journal_next: self.journal_next,
             plugins_changed: u.plugins_changed,
             entries: u.entries,
+            lines: u.lines.unwrap_or_default(),
             ..Commit::default()
         };
         if self.config.commit_rows && has_entries {
@@ -1020,6 +1033,9 @@ fn apply_one(
 ) -> bool {
     let (applied, plugin) = replica.apply(entry);
     uncommitted.plugins_changed |= plugin;
+    if let Some(lines) = uncommitted.lines.as_mut() {
+        crate::statement::lines_of(entry, &applied, plugin, replica, lines);
+    }
     if entry.origin == me && !entry.bmi.is_none() {
         awaiting.push_back(Awaiting {
             seq: applied.seq,

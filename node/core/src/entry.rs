@@ -62,8 +62,10 @@ impl fmt::Debug for Currency {
 
 /// The business message id (ISO 20022 `BizMsgIdr`, `Max35Text`): the idempotency key.
 ///
-/// Stored inline (no allocation on the hot path). Printable ASCII only, 1 to 35 bytes; the empty
-/// value is reserved for entries the sequencer makes itself (`Tick`).
+/// Stored inline (no allocation on the hot path). Printable ASCII only, 1 to
+/// [`BMI_BYTES_MAX`] bytes: a text of at most 35 (`BMI_TEXT_BYTES_MAX`) with, for a
+/// participant's entry, the participant scope the API puts before it; the empty value is
+/// reserved for entries the sequencer makes itself (`Tick`).
 #[derive(Copy, Clone, PartialEq, Eq, Hash)]
 pub struct Bmi {
     len: u8,
@@ -343,7 +345,7 @@ impl Outcome {
 /// Input errors of the entry types: values, never panics.
 #[derive(Copy, Clone, PartialEq, Eq, Debug, thiserror::Error)]
 pub enum InputError {
-    #[error("bmi must be 1 to 35 bytes")]
+    #[error("bmi must be 1 to 43 bytes")]
     BmiLength,
     #[error("bmi must be printable ASCII without spaces")]
     BmiCharacters,
@@ -360,7 +362,8 @@ mod tests {
     #[test]
     fn bmi_validation() {
         assert_eq!(Bmi::new(b""), Err(InputError::BmiLength));
-        assert_eq!(Bmi::new(&[b'a'; 36]), Err(InputError::BmiLength));
+        assert_eq!(Bmi::new(&[b'a'; BMI_BYTES_MAX + 1]), Err(InputError::BmiLength));
+        assert!(Bmi::new(&[b'a'; BMI_BYTES_MAX]).is_ok());
         assert_eq!(Bmi::new(b"a b"), Err(InputError::BmiCharacters));
         assert_eq!(Bmi::new(b"MSG-1").map(|b| b.as_bytes().to_vec()), Ok(b"MSG-1".to_vec()));
         assert_eq!(Bmi::numbered("T", 1234).map(|b| b.to_string()), Ok("T1234".to_string()));

@@ -34,4 +34,5 @@ pub mod plugin_host;
 pub mod prng;
 pub mod replica;
 pub mod sequencer;
+pub mod statement;
 pub mod wire;

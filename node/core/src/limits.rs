@@ -31,8 +31,17 @@ pub const OWNER_SILENCE_US: u64 = 5_000_000;
 /// Largest encoded journal frame (header + body).
 pub const FRAME_BYTES_MAX: usize = 16 << 20;
 
-/// Largest `bmi` (ISO 20022 `BizMsgIdr` is `Max35Text`).
-pub const BMI_BYTES_MAX: usize = 35;
+/// Largest `bmi` text a participant or an operator writes (ISO 20022 `BizMsgIdr` is
+/// `Max35Text`).
+pub const BMI_TEXT_BYTES_MAX: usize = 35;
+
+/// Bytes of the participant scope the API puts before a participant's `bmi` text (`~` and a
+/// 7-character tag of the participant): the engine's `bmi` of a participant's entry is
+/// scope + text, so two participants' equal texts are two `bmi`s (see `rtgs_api::scope`).
+pub const BMI_SCOPE_BYTES: usize = 8;
+
+/// Largest `bmi` the engines journal: a text with its participant scope.
+pub const BMI_BYTES_MAX: usize = BMI_TEXT_BYTES_MAX + BMI_SCOPE_BYTES;
 
 /// Largest plugin command body.
 pub const PLUGIN_BODY_BYTES_MAX: usize = 64 << 10;
@@ -53,6 +62,7 @@ const _: () = assert!(SEQUENCER_BATCH_ENTRIES_MAX <= GAP_BUFFER_SLOTS);
 const _: () = assert!(GAP_BUFFER_SLOTS <= FINALIZER_WINDOW_SEQS);
 const _: () = assert!(CENTER_COUNT_MAX <= 8);
 const _: () = assert!(BMI_BYTES_MAX < 256);
+const _: () = assert!(BMI_BYTES_MAX == 43, "InputError::BmiLength names it");
 // A stall is only declared after several tick intervals: an idle cluster's finality moves
 // with every tick, and so do the owner's acks.
 const _: () = assert!(REACK_AFTER_US >= 2 * TICK_INTERVAL_US);

@@ -8,17 +8,21 @@
 //!   broker has it (a request answered ACSP was handed to the broker, never dropped).
 //! * **Notices**: [`notice_task`] reads the notify topic from its end at start. Only the origin
 //!   notifies, so the final notices of this API's submissions come from this node's own center
-//!   task (through its publisher); the sequencer's DUPL refusals arrive the same way. The API's tracker ignores `bmi`s it
-//!   did not submit. A retry of a `bmi` the tracker no longer knows (after a restart) is silently
-//!   deduplicated by the sequencer: the request then waits its 10 s and is answered ACSP without a
-//!   seq; its status is found later through a new submission's conflict answer or the databases.
+//!   task (through its publisher); the sequencer's answers to commands it did not journal arrive
+//!   the same way — conflicts (DUPL) and retries (`Duplicate`, with the original seq). The API's
+//!   tracker ignores `bmi`s it did not submit. A retry of a `bmi` the tracker no longer knows
+//!   (evicted, or before a restart) is therefore answered with its original seq at once, and its
+//!   status with the outcome: from the read model, or — final before the node started — from
+//!   the center's `applied_entry` (the read model's history, [`history`]).
 //! * **Balances, statements and plugin reads**: the read model starts from the ledger and the
 //!   plugin state stored at start (one seq: they are committed together; its plugin replica is
 //!   the node's plugin set, restored from the center's checkpoints) and is
 //!   fed every entry the committer commits (in seq order; bounded queue — a slow read model holds
 //!   the committer back rather than losing an entry), applying those at or below the highest
-//!   final seq the center task shows. Statements therefore cover what was applied since the node
-//!   started.
+//!   final seq the center task shows. With `statement_history` statements are read from the
+//!   center's database (`statement_line`, written with every commit: the account's whole
+//!   history, across restarts, [`statements`]), as of the read model's seq, paged like the read
+//!   model's; without it they are the read model's lines since the node started.
 //!
 //! Accounts listed in the config are not set up here (the production cluster's accounts are
 //! opened through the operator endpoints or `rtgs load`); they are reported and ignored.
@@ -26,8 +30,8 @@
 use crate::broker::{recv_batch, submit, Broker};
 use crate::error::EngineError;
 use crate::limits::{
-    API_EVENT_QUEUE, BROKER_CALL_TIMEOUT, COMMANDS_PER_MESSAGE, LOCAL_NOTICES_REMEMBERED, NOTICE_FETCH_WAIT,
-    NOTICE_RECV_BYTES_MAX, NOTICE_WAIT, SUBMIT_QUEUE_BATCHES,
+    API_EVENT_QUEUE, API_HISTORY_READ_TIMEOUT, BROKER_CALL_TIMEOUT, COMMANDS_PER_MESSAGE,
+    LOCAL_NOTICES_REMEMBERED, NOTICE_FETCH_WAIT, NOTICE_RECV_BYTES_MAX, NOTICE_WAIT, SUBMIT_QUEUE_BATCHES,
 };
 use crate::Task;
 use rdkafka::consumer::Consumer;
@@ -158,6 +162,11 @@ pub struct ApiInputs {
     pub push: Option<mpsc::Sender<crate::push::Outgoing>>,
     /// Every center's `/status` listener (the operator console's cluster report).
     pub status_addrs: Vec<SocketAddr>,
+    /// The center's database, for what was final before the node started: the outcome a retry
+    /// of any age is answered with.
+    pub history: rtgs_pg::center_store::CenterStore,
+    /// The center stores every statement line: statements are read from its database.
+    pub statement_history: bool,
 }
 
 /// The entries the center applied, for the read model (on its own thread).
@@ -179,6 +188,45 @@ impl EntryFeed for AppliedFeed {
     }
 }
 
+/// The outcomes of entries final before the node started, from the center's database (one
+/// primary-key read; a database that does not answer leaves the status ACSP, said in the log).
+fn history(store: rtgs_pg::center_store::CenterStore) -> rtgs_api::read_model::OutcomeHistory {
+    let store = Arc::new(store);
+    Arc::new(move |seq| {
+        let store = Arc::clone(&store);
+        Box::pin(async move {
+            match tokio::time::timeout(API_HISTORY_READ_TIMEOUT, store.final_outcome(seq)).await {
+                Ok(Ok(outcome)) => outcome,
+                Ok(Err(e)) => {
+                    tracing::warn!(who = "api", "the outcome of seq {seq} could not be read: {e}");
+                    None
+                }
+                Err(_) => {
+                    tracing::warn!(who = "api", "the outcome of seq {seq} was not read in time");
+                    None
+                }
+            }
+        })
+    })
+}
+
+/// Statements from the center's database: every line it committed (`statement_line`), so a
+/// statement covers the account's whole history, across restarts.
+fn statements(store: rtgs_pg::center_store::CenterStore) -> rtgs_api::read_model::StatementSource {
+    let store = Arc::new(store);
+    Arc::new(move |account, from, through, max| {
+        let store = Arc::clone(&store);
+        Box::pin(async move {
+            let read = store.statement_lines(account, from, through, max);
+            match tokio::time::timeout(API_HISTORY_READ_TIMEOUT, read).await {
+                Ok(Ok(lines)) => Ok(lines),
+                Ok(Err(e)) => Err(format!("the statement could not be read: {e}")),
+                Err(_) => Err("the statement was not read in time".to_string()),
+            }
+        })
+    })
+}
+
 /// `127.0.0.1:(8080 + port_offset)` unless `listen` says otherwise.
 pub fn listen_address(listen: Option<SocketAddr>, port_offset: u16) -> Result<SocketAddr, EngineError> {
     let port = PORT_BASE
@@ -195,12 +243,17 @@ pub async fn start(i: ApiInputs) -> Result<Vec<Task>, EngineError> {
         let f = Arc::clone(&i.final_through);
         Arc::new(move || f.load(Ordering::Relaxed))
     };
+    let mut read_model =
+        rtgs_api::read_model::ReadModel::new(i.ledger, i.plugins).with_history(history(i.history.clone()));
+    if i.statement_history {
+        read_model = read_model.with_statements(statements(i.history));
+    }
     let link = EngineLink {
         submit: Arc::new(InboundQueue { tx: submit_tx }),
         events: events_rx,
         // The replica hosts the node's plugins from the seq of the ledger: the plugins' audit
         // and operator endpoints answer as on `rtgs serve`.
-        read_model: rtgs_api::read_model::ReadModel::new(i.ledger, i.plugins),
+        read_model,
         feed: Box::new(AppliedFeed(i.feed)),
         final_through,
     };
@@ -300,8 +353,11 @@ fn notice_task(
                     let outcome = match n.status {
                         NoticeStatus::Settled => Outcome::Accepted,
                         NoticeStatus::Rejected(o) => o,
-                        NoticeStatus::Refused => {
-                            let admission = Admission::Conflict(n.seq);
+                        NoticeStatus::Refused | NoticeStatus::Duplicate => {
+                            let admission = match n.status {
+                                NoticeStatus::Refused => Admission::Conflict(n.seq),
+                                _ => Admission::Duplicate(n.seq),
+                            };
                             refusals.push(Refusal { bmi: n.bmi, admission, submitted_at_us: 0 });
                             continue;
                         }

@@ -80,6 +80,8 @@ pub struct CenterInputs {
     pub center_count: usize,
     /// The plugin owner failure detector's silence (the `Center`'s setting).
     pub owner_silence: Duration,
+    /// Commits carry their statement lines (`NodeConfig::statement_history`).
+    pub statement_history: bool,
     pub broker: Broker,
     pub faults: Faults,
     pub store: CenterStore,
@@ -144,6 +146,8 @@ pub async fn start(i: CenterInputs) -> Result<Started, EngineError> {
     let (journal_next, ack_next) = (stored.journal_next(), stored.ack_next());
     let config = CenterConfig {
         commit_rows: true,
+        // Every account's whole history, stored with the commit: statements read it.
+        commit_lines: i.statement_history,
         owner_silence_us: u64::try_from(i.owner_silence.as_micros()).unwrap_or(u64::MAX),
         ..CenterConfig::new(i.center, i.center_count)
     };

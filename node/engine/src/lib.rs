@@ -59,8 +59,9 @@ pub mod status;
 
 use crate::error::{EngineError, Invariant};
 use crate::limits::{
-    BROKER_WAIT_PAUSE, CENTER_POOL_CONNECTIONS, FEED_QUEUE_BATCHES, LEASE_POOL_CONNECTIONS,
-    OUTBOX_POOL_CONNECTIONS, SEQUENCER_POOL_CONNECTIONS, TOPICS_TIMEOUT, WORKER_THREADS,
+    API_POOL_CONNECTIONS, BROKER_WAIT_PAUSE, CENTER_POOL_CONNECTIONS, FEED_QUEUE_BATCHES,
+    LEASE_POOL_CONNECTIONS, OUTBOX_POOL_CONNECTIONS, SEQUENCER_POOL_CONNECTIONS, TOPICS_TIMEOUT,
+    WORKER_THREADS,
 };
 use crate::status::Status;
 use rtgs_core::entry::CenterId;
@@ -112,6 +113,11 @@ pub struct NodeConfig {
     /// The push path (`push`): journal batches and acks also through PostgreSQL's
     /// notifications, for latency (the broker still carries everything).
     pub push: bool,
+    /// Every statement line stored with its commit (`statement_line`): statements cover an
+    /// account's whole history. Off by default: it costs the commit ≈ 3× the database time per
+    /// transfer (`bench/README.md`, "Statements in the commit"); off, a statement covers what the
+    /// API's read model applied since the node started.
+    pub statement_history: bool,
     pub plugins: PluginsConfig,
     /// The owner failure detector's silence.
     pub owner_silence: Duration,
@@ -326,6 +332,7 @@ async fn start(
         center: config.center,
         center_count: config.center_count,
         owner_silence: config.owner_silence,
+        statement_history: config.statement_history,
         broker: broker.clone(),
         faults: config.faults,
         store: CenterStore::new(center_pool),
@@ -383,6 +390,8 @@ async fn start(
             events,
             push: push_out,
             status_addrs: config.status_addresses(),
+            history: CenterStore::new(pool(&config.db, API_POOL_CONNECTIONS)?),
+            statement_history: config.statement_history,
         };
         for task in api::start(inputs).await? {
             tasks.spawn(task);

@@ -200,6 +200,11 @@ pub const WORKER_THREADS: usize = 2;
 /// the sequencer's (the leader's records and look-ups).
 pub const CENTER_POOL_CONNECTIONS: usize = 4;
 pub const SEQUENCER_POOL_CONNECTIONS: usize = 2;
+/// The participant API's reads of the center's database (the outcome of a retry whose entry was
+/// final before the node started): their own connections, never the committer's.
+pub const API_POOL_CONNECTIONS: usize = 2;
+/// How long the API waits for such a read before answering with what it knows (ACSP).
+pub const API_HISTORY_READ_TIMEOUT: Duration = Duration::from_secs(2);
 /// The center's gap pulls from `journal_outbox`: their own connections, so a burst of pulls
 /// (the broker down, a center far behind) never delays the leader's records.
 pub const OUTBOX_POOL_CONNECTIONS: usize = 2;

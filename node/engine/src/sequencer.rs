@@ -561,8 +561,11 @@ impl Instance {
             .collect())
     }
 
-    /// Conflicting `bmi`s are refused (DUPL) with a notice to their origin's participants. Best
-    /// effort: a lost refusal is answered again on the participant's retry.
+    /// Commands not journaled are answered on the notify topic with the original's seq:
+    /// conflicting `bmi`s refused (DUPL), retries (a `bmi` sequenced before with the same content,
+    /// of any age) as duplicates — so the API that sent a retry answers it with its seq at once,
+    /// and its outcome from the stored entry, instead of waiting for a final notice that went
+    /// out long ago. Best effort: a lost answer is given again on the participant's next retry.
     fn refuse(&self, admissions: &[Admission], bmis: &[rtgs_core::entry::Bmi]) {
         let refusals: Vec<Notice> = admissions
             .iter()
@@ -571,7 +574,10 @@ impl Instance {
                 Admission::Conflict(seq) => {
                     Some(Notice { seq: *seq, status: NoticeStatus::Refused, bmi: *bmi })
                 }
-                _ => None,
+                Admission::Duplicate(seq) => {
+                    Some(Notice { seq: *seq, status: NoticeStatus::Duplicate, bmi: *bmi })
+                }
+                Admission::Sequenced(_) => None,
             })
             .collect();
         if !refusals.is_empty() {

@@ -33,6 +33,7 @@ pub struct SequencerStats {
     pub epoch: AtomicU64,
     pub takeovers: AtomicU64,
     pub seq_sequenced: AtomicU64,
+    /// Commands not journaled, answered on the notify topic: conflicts (DUPL) and retries.
     pub refusals: AtomicU64,
     pub malformed_inbound: AtomicU64,
     /// Groups sequenced a second time because a `bmi` in them was sequenced before.

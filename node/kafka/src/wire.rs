@@ -103,6 +103,10 @@ pub enum NoticeStatus {
     /// Refused by the sequencer before journaling: the `bmi` was used for different content
     /// (RJCT DUPL); `seq` is the original's.
     Refused,
+    /// Not journaled again: the `bmi` was sequenced before with the same content (a retry of
+    /// any age); `seq` is the original's, whose outcome is its final notice's (or the stored
+    /// entry's). Not a final status by itself.
+    Duplicate,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -118,6 +122,7 @@ impl Notice {
         match self.status {
             NoticeStatus::Settled => "ACCC",
             NoticeStatus::Rejected(_) | NoticeStatus::Refused => "RJCT",
+            NoticeStatus::Duplicate => "ACSP",
         }
     }
 }
@@ -131,6 +136,7 @@ pub fn encode_notices(notices: &[Notice]) -> Vec<u8> {
             NoticeStatus::Settled => (0u8, 0u16),
             NoticeStatus::Rejected(o) => (1, o.code()),
             NoticeStatus::Refused => (2, 0),
+            NoticeStatus::Duplicate => (3, 0),
         };
         out.push(status);
         out.extend_from_slice(&reason.to_le_bytes());
@@ -160,6 +166,7 @@ pub fn decode_notices(buf: &[u8], out: &mut Vec<Notice>) -> Option<()> {
                 Outcome::Accepted => return None,
             },
             2 => NoticeStatus::Refused,
+            3 => NoticeStatus::Duplicate,
             _ => return None,
         };
         Some(Notice { seq, status, bmi })
@@ -236,6 +243,7 @@ mod tests {
                 bmi: bmi("B-2"),
             },
             Notice { seq: 3, status: NoticeStatus::Refused, bmi: bmi("C") },
+            Notice { seq: 2, status: NoticeStatus::Duplicate, bmi: bmi("D") },
         ];
         let buf = encode_notices(&n);
         let mut out = Vec::new();

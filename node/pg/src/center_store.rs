@@ -18,6 +18,7 @@ use futures_util::pin_mut;
 use rtgs_core::center::Commit;
 use rtgs_core::entry::{AccountId, Bmi, CenterId, Currency, Outcome, Payload, PluginKind, Seq};
 use rtgs_core::ledger::{Account, Applied, Hold, HoldKey, Ledger};
+use rtgs_core::statement::{Line, LineKind};
 use tokio_postgres::binary_copy::BinaryCopyInWriter;
 use tokio_postgres::types::{ToSql, Type};
 
@@ -54,6 +55,7 @@ impl Stored {
     }
 }
 
+#[derive(Clone)]
 pub struct CenterStore {
     pool: Pool,
 }
@@ -124,6 +126,9 @@ impl CenterStore {
                 return Err(StoreError::OutOfOrder { seq_first: first.seq, seq_applied });
             }
             copy_entries(&tx, c).await?;
+            if !c.lines.is_empty() {
+                copy_lines(&tx, c).await?;
+            }
             upsert_accounts(&tx, &c.changed.accounts).await?;
             write_holds(&tx, &c.changed.holds).await?;
             let (cur, minor): (Vec<String>, Vec<i64>) =
@@ -211,6 +216,61 @@ impl CenterStore {
         let client = self.pool.get().await?;
         let row = client.query_one("SELECT seq_applied FROM watermark WHERE id = 1", &[]).await?;
         Ok(row.get::<_, i64>(0) as u64)
+    }
+
+    /// The outcome of the entry at `seq` if this center applied it and it is final here (below
+    /// the watermark's first unfinal seq): the answer to a retry of any age. One look-up by
+    /// primary key.
+    pub async fn final_outcome(&self, seq: Seq) -> Result<Option<Outcome>, StoreError> {
+        let client = self.pool.get().await?;
+        let row = client
+            .query_opt(
+                "SELECT e.outcome FROM applied_entry e, watermark w
+                  WHERE e.seq = $1 AND w.id = 1 AND e.seq < w.seq_unfinal_first",
+                &[&i64_of(seq)?],
+            )
+            .await?;
+        row.map(|r| {
+            let code = r.get::<_, i16>(0) as u16;
+            Outcome::from_code(code)
+                .ok_or_else(|| StoreError::Corrupt(format!("applied_entry {seq}: outcome")))
+        })
+        .transpose()
+    }
+
+    /// At most `max` statement lines of `account` with `from ≤ seq ≤ through`, oldest first, each
+    /// with its entry's `bmi` (one index range scan; the entry by primary key).
+    pub async fn statement_lines(
+        &self,
+        account: AccountId,
+        from: Seq,
+        through: Seq,
+        max: usize,
+    ) -> Result<Vec<Line>, StoreError> {
+        let client = self.pool.get().await?;
+        let limit = i64::try_from(max).unwrap_or(i64::MAX);
+        let rows = client
+            .query(
+                "SELECT l.seq, l.kind, l.counterparty, l.amount_minor, l.balance_after_minor, e.bmi
+                   FROM statement_line l JOIN applied_entry e ON e.seq = l.seq
+                  WHERE l.account = $1 AND l.seq >= $2 AND l.seq <= $3
+                  ORDER BY l.seq, l.k LIMIT $4",
+                &[&i64_of(account.0)?, &i64_of(from)?, &i64_of(through)?, &limit],
+            )
+            .await?;
+        rows.iter()
+            .map(|r| {
+                let seq = r.get::<_, i64>(0) as u64;
+                let corrupt = |what: &str| StoreError::Corrupt(format!("statement_line {seq}: {what}"));
+                let kind = LineKind::from_code(r.get(1)).ok_or_else(|| corrupt("kind"))?;
+                let counterparty = r.get::<_, Option<i64>>(2).map(|a| AccountId(a as u64));
+                let bmi_text: &str = r.get(5);
+                let bmi = Bmi::new(bmi_text.as_bytes()).map_err(|_| corrupt("bmi"))?;
+                let (amount_minor, balance_after_minor) =
+                    (r.get::<_, i64>(3) as u64, r.get::<_, i64>(4) as u64);
+                Ok(Line { seq, bmi, kind, counterparty, amount_minor, balance_after_minor })
+            })
+            .collect()
     }
 
     /// What this center applied from `from` on, in seq order: its acks (re-sent after a restart,
@@ -377,6 +437,37 @@ async fn copy_entries(tx: &deadpool_postgres::Transaction<'_>, c: &Commit) -> Re
             &currency.as_ref().map(|c| c.as_str()),
             &(a.outcome.code() as i16),
             &(a.state_hash as i64),
+        ];
+        writer.as_mut().write(&row).await?;
+    }
+    writer.finish().await?;
+    Ok(())
+}
+
+const LINE_TYPES: [Type; 7] =
+    [Type::INT8, Type::INT8, Type::INT2, Type::INT2, Type::INT8, Type::INT8, Type::INT8];
+
+/// The commit's statement lines (`k`: the line's place among its entry's lines).
+async fn copy_lines(tx: &deadpool_postgres::Transaction<'_>, c: &Commit) -> Result<(), StoreError> {
+    let sink = tx
+        .copy_in(
+            "COPY statement_line (account, seq, k, kind, counterparty, amount_minor, balance_after_minor)
+             FROM STDIN BINARY",
+        )
+        .await?;
+    let writer = BinaryCopyInWriter::new(sink, &LINE_TYPES);
+    pin_mut!(writer);
+    let (mut seq, mut k) = (0, 0i16);
+    for l in &c.lines {
+        (seq, k) = if l.line.seq == seq { (seq, k + 1) } else { (l.line.seq, 0) };
+        let row: [&(dyn ToSql + Sync); 7] = [
+            &i64_of(l.account.0)?,
+            &i64_of(l.line.seq)?,
+            &k,
+            &l.line.kind.code(),
+            &l.line.counterparty.map(|a| i64_of(a.0)).transpose()?,
+            &i64_of(l.line.amount_minor)?,
+            &i64_of(l.line.balance_after_minor)?,
         ];
         writer.as_mut().write(&row).await?;
     }

@@ -19,6 +19,7 @@ const SEQUENCER: &[(&str, &str)] = &[
     ("0002_outbox_uncompressed", include_str!("../../../migrations/sequencer/0002_outbox_uncompressed.sql")),
     ("0003_sequenced_bmi", include_str!("../../../migrations/sequencer/0003_sequenced_bmi.sql")),
     ("0004_broker_generation", include_str!("../../../migrations/sequencer/0004_broker_generation.sql")),
+    ("0005_scoped_bmi", include_str!("../../../migrations/sequencer/0005_scoped_bmi.sql")),
 ];
 const CENTER: &[(&str, &str)] = &[
     ("0001_init", include_str!("../../../migrations/center/0001_init.sql")),
@@ -27,6 +28,7 @@ const CENTER: &[(&str, &str)] = &[
     ("0004_plugin_state", include_str!("../../../migrations/center/0004_plugin_state.sql")),
     ("0005_holds", include_str!("../../../migrations/center/0005_holds.sql")),
     ("0006_broker_generation", include_str!("../../../migrations/center/0006_broker_generation.sql")),
+    ("0007_statement_line", include_str!("../../../migrations/center/0007_statement_line.sql")),
 ];
 const LOCK_KEY: i64 = 0x5254_4753; // "RTGS"
 

@@ -6,6 +6,7 @@ use rtgs_core::center::{Commit, Progress};
 use rtgs_core::codec;
 use rtgs_core::entry::{AccountId, Bmi, CenterId, Currency, Entry, Outcome, Payload, PluginKind, Transfer};
 use rtgs_core::ledger::{ChangedRows, HoldKey, Ledger, LedgerIntent};
+use rtgs_core::statement::{AccountLine, LineKind};
 use rtgs_pg::center_store::{CenterStore, PluginSave};
 use rtgs_pg::dev;
 use rtgs_pg::migrate::{migrate, Schema};
@@ -73,7 +74,8 @@ async fn migrations_apply_once() {
             "0003_notice_watermark",
             "0004_plugin_state",
             "0005_holds",
-            "0006_broker_generation"
+            "0006_broker_generation",
+            "0007_statement_line"
         ]
     );
 }
@@ -183,6 +185,7 @@ async fn center_commits_batches_atomically_restores_and_never_applies_twice() {
     let mut batches = Vec::new();
     for (k, chunk) in entries.chunks(17).enumerate() {
         let applied: Vec<_> = chunk.iter().map(|e| ledger.apply(e)).collect();
+        let applied_outcomes: Vec<Outcome> = applied.iter().map(|a| a.outcome).collect();
         // Plugin holds are rows too: two made after the first batch, one settled after the second.
         let hold = |id, account| LedgerIntent::Hold { id, account: AccountId(account), amount_minor: 5 };
         let intents: &[LedgerIntent] = match k {
@@ -199,6 +202,29 @@ async fn center_commits_batches_atomically_restores_and_never_applies_twice() {
             entries: chunk.to_vec(),
             changed,
             funded,
+            // Statement lines (their balances here arbitrary): the debtor's and the creditor's
+            // of every settled transfer.
+            lines: chunk
+                .iter()
+                .zip(&applied_outcomes)
+                .flat_map(|(e, outcome)| match (&e.payload, outcome) {
+                    (Payload::Transfer(t), Outcome::Accepted) => {
+                        let line = |kind, counterparty| rtgs_core::statement::Line {
+                            seq: e.seq,
+                            bmi: e.bmi,
+                            kind,
+                            counterparty: Some(counterparty),
+                            amount_minor: t.amount_minor,
+                            balance_after_minor: e.seq,
+                        };
+                        vec![
+                            AccountLine { account: t.debtor, line: line(LineKind::Debit, t.creditor) },
+                            AccountLine { account: t.creditor, line: line(LineKind::Credit, t.debtor) },
+                        ]
+                    }
+                    _ => Vec::new(),
+                })
+                .collect(),
             plugins_changed: false,
             journal_next: Some(k as u64 + 1),
             progress: Progress {
@@ -212,6 +238,34 @@ async fn center_commits_batches_atomically_restores_and_never_applies_twice() {
         batches.push(commit);
     }
     assert!(entries.iter().zip(1..).all(|(e, s)| e.seq == s), "the journal under test is gap-free");
+
+    // Statement lines: an account's, in seq order, each with its entry's bmi; the outcome of a
+    // final entry (a rejection) and none for one not final yet.
+    let want: Vec<(u64, LineKind)> = batches
+        .iter()
+        .flat_map(|b| b.lines.iter())
+        .filter(|l| l.account == AccountId(1))
+        .map(|l| (l.line.seq, l.line.kind))
+        .collect();
+    let lines =
+        store.statement_lines(AccountId(1), 0, u64::MAX >> 1, 1_000).await.unwrap_or_else(|e| panic!("{e}"));
+    assert!(!want.is_empty());
+    assert_eq!(lines.iter().map(|l| (l.seq, l.kind)).collect::<Vec<_>>(), want);
+    assert!(lines.iter().all(|l| l.bmi == entries[l.seq as usize - 1].bmi && l.balance_after_minor == l.seq));
+    let page =
+        store.statement_lines(AccountId(1), want[1].0, want[3].0, 2).await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(page.iter().map(|l| l.seq).collect::<Vec<_>>(), [want[1].0, want[2].0]);
+    let rejected = 8 + 7 + 1; // the transfer of i = 7 asks for 1,000,000
+    assert_eq!(
+        store.final_outcome(rejected).await.unwrap_or_else(|e| panic!("{e}")),
+        Some(Outcome::Rejected(rtgs_core::entry::RejectReason::InsufficientFunds))
+    );
+    assert_eq!(store.final_outcome(10).await.unwrap_or_else(|e| panic!("{e}")), Some(Outcome::Accepted));
+    assert_eq!(
+        store.final_outcome(entries.len() as u64).await.unwrap_or_else(|e| panic!("{e}")),
+        None,
+        "not final"
+    );
 
     // A re-delivered batch (say after a restart) is refused, not applied twice.
     let again = &batches[1];
@@ -368,6 +422,16 @@ async fn every_bmi_ever_recorded_is_known_and_never_recorded_twice() {
     assert_eq!(store.known_bmis(&[n]).await.unwrap_or_else(|e| panic!("{e}"))[&n].seq, seq - 1);
     let e = store.take_over("DC2").await.unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(e.bmi_through, e.last_seq, "backfilled through the last batch");
+
+    // A participant's scoped key is 43 bytes at most (migration 0005): recorded and known.
+    let longest = "~".to_string() + &"K".repeat(rtgs_core::limits::BMI_BYTES_MAX - 1);
+    let (b, _) = transfers(e.last_seq + 1, &[longest.as_str()], e.epoch);
+    store.record_batch(&b, 301).await.unwrap_or_else(|e| panic!("a 43-byte bmi is recorded: {e}"));
+    let key = Bmi::new(longest.as_bytes()).unwrap_or_else(|_| unreachable!());
+    assert_eq!(
+        store.known_bmis(&[key]).await.map(|k| k.get(&key).map(|k| k.seq)).ok().flatten(),
+        Some(b.seq_last)
+    );
 }
 
 /// Another pool on a test database that already exists.
@@ -415,6 +479,6 @@ async fn concurrent_migrations_of_an_empty_database_all_succeed() {
                 t.await.unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|e| panic!("round {round}: {e}"));
             applied += done.len();
         }
-        assert_eq!(applied, 4, "round {round}: each migration applied exactly once");
+        assert_eq!(applied, 5, "round {round}: each migration applied exactly once");
     }
 }

@@ -616,6 +616,9 @@ impl Tracker {
                 NoticeStatus::Settled => STATUS_SETTLED,
                 NoticeStatus::Refused => STATUS_REFUSED,
                 NoticeStatus::Rejected(o) => STATUS_REJECTED + o.code() as u8,
+                // A retry answered with its original seq (e.g. re-read after a takeover): its
+                // final notice is the original's.
+                NoticeStatus::Duplicate => continue,
             };
             let (slot, counter) = match kind {
                 b'T' if i < self.status.len() => (&self.status[i], &self.finals),

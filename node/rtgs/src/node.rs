@@ -69,6 +69,12 @@ pub struct NodeArgs {
     /// 20 ms here). For comparisons and as a way out if PostgreSQL's notifications misbehave.
     #[arg(long, env = "RTGS_NO_PUSH")]
     pub no_push: bool,
+    /// Store every statement line with its commit, so that statements (`GET
+    /// /v1/accounts/{id}/statement`) cover an account's whole history, across restarts. It costs
+    /// the commit ≈ 3× the database time per transfer (bench/README.md); without it a statement
+    /// covers what the API's read model applied since the node started. Every center the same.
+    #[arg(long, env = "RTGS_STATEMENT_HISTORY")]
+    pub statement_history: bool,
     #[command(flatten)]
     pub plugins: PluginArgs,
     #[command(flatten)]
@@ -140,6 +146,7 @@ impl NodeArgs {
             },
             idle_tick: !self.no_idle_tick,
             push: !self.no_push,
+            statement_history: self.statement_history,
             plugins,
             owner_silence: Duration::from_secs(p.owner_silence_s.max(1)),
             api: self.api.api_config.map(|config| ApiConfig { config, listen: self.api.api_listen }),

@@ -120,6 +120,148 @@ fn the_api_serves_participants_on_the_production_engine() {
     c.assert_exactly_once_and_final("API", 52);
 }
 
+const BANK_B: (&str, &str) = ("bank-b", "bank-b-secret-0123456789");
+
+/// Issue 15, point 2, on the production engine: two participants' equal `bmi` texts are two
+/// payments; a participant probing another's `bmi` is answered as for one nobody used; a retry
+/// through a center whose API never saw it, and one after a node restart (its tracker empty, its
+/// read model starting from the stored ledger), are answered at once with the original seq —
+/// the sequencer's `Duplicate` notice — and their status with the original outcome, from the read
+/// model or the center's database; other content under the `bmi` is `bmi_conflict`.
+#[test]
+fn idempotency_belongs_to_the_participant_on_the_production_engine() {
+    let _one = lock();
+    let mut c = Cluster::new("idem");
+    let config_path = c.dir.join("participants.json");
+    let config = json!({
+        "participants": [
+            { "key_id": BANK_A.0, "secret": BANK_A.1, "accounts": [1, 2] },
+            { "key_id": BANK_B.0, "secret": BANK_B.1, "accounts": [3] }
+        ],
+        "operators": [{ "key_id": OPS.0, "secret": OPS.1 }],
+        "accounts": []
+    });
+    std::fs::write(&config_path, config.to_string()).unwrap_or_else(|e| panic!("{e}"));
+    for env in &mut c.extra_env {
+        env.push(("RTGS_API_CONFIG".into(), config_path.display().to_string()));
+        env.push(("RTGS_API_LISTEN".into(), "127.0.0.1:0".into()));
+        env.push(("RTGS_STATEMENT_HISTORY".into(), "true".into()));
+    }
+    c.start_all();
+    let api = api_addrs(&c);
+    let setup = [
+        ("/v1/operator/accounts", json!({ "bmi": "OPEN-1", "account": 1, "currency": "EUR" })),
+        ("/v1/operator/accounts", json!({ "bmi": "OPEN-2", "account": 2, "currency": "EUR" })),
+        ("/v1/operator/accounts", json!({ "bmi": "OPEN-3", "account": 3, "currency": "EUR" })),
+        ("/v1/operator/accounts/1/fund", json!({ "bmi": "FUND-1", "amount": "100.00", "currency": "EUR" })),
+        ("/v1/operator/accounts/3/fund", json!({ "bmi": "FUND-3", "amount": "100.00", "currency": "EUR" })),
+    ];
+    for (path, body) in setup {
+        let (status, answer) = call(api[0], OPS, "POST", path, &body);
+        assert_eq!((status, answer["seq"].is_u64()), (202, true), "{path}: {answer}");
+    }
+    let pay = |bmi: &str, debtor: u64, creditor: u64, amount: &str| json!({ "bmi": bmi, "debtor": debtor, "creditor": creditor, "amount": amount, "currency": "EUR" });
+    let status_of = |addr: SocketAddr, who: (&str, &str), bmi: &str| {
+        let (status, answer) =
+            call(addr, who, "GET", &format!("/v1/transfers/{bmi}?wait_s=10"), &Value::Null);
+        assert_eq!(status, 200, "{bmi}: {answer}");
+        (
+            answer["seq"].as_u64(),
+            answer["status"].as_str().map(String::from),
+            answer["reason"].as_str().map(String::from),
+        )
+    };
+
+    // The same text, two participants, two payments (through DC1 and DC2).
+    let (status, a) = call(api[0], BANK_A, "POST", "/v1/transfers", &pay("SAME", 1, 2, "5.00"));
+    assert_eq!((status, a["bmi"].as_str()), (202, Some("SAME")), "{a}");
+    let (status, b) = call(api[1], BANK_B, "POST", "/v1/transfers", &pay("SAME", 3, 1, "2.00"));
+    assert_eq!((status, b["bmi"].as_str()), (202, Some("SAME")), "{b}");
+    let (seq_a, seq_b) = (a["seq"].as_u64().expect("A's seq"), b["seq"].as_u64().expect("B's seq"));
+    assert_ne!(seq_a, seq_b);
+    assert_eq!(status_of(api[0], BANK_A, "SAME"), (Some(seq_a), Some("ACCC".into()), None));
+    assert_eq!(status_of(api[1], BANK_B, "SAME"), (Some(seq_b), Some("ACCC".into()), None));
+    let (status, rejected) = call(api[0], BANK_A, "POST", "/v1/transfers", &pay("REJ", 1, 2, "5000.00"));
+    assert_eq!(status, 202, "{rejected}");
+    let seq_rej = rejected["seq"].as_u64().expect("seq");
+    assert_eq!(status_of(api[0], BANK_A, "REJ"), (Some(seq_rej), Some("RJCT".into()), Some("AM04".into())));
+
+    // B probing A's bmi through A's own center: the answer for one nobody used.
+    let used = call(api[0], BANK_B, "GET", "/v1/transfers/REJ", &Value::Null);
+    let fresh = call(api[0], BANK_B, "GET", "/v1/transfers/NOBODY", &Value::Null);
+    assert_eq!((used.0, used.1["code"].as_str()), (404, Some("unknown_transfer")), "{}", used.1);
+    assert_eq!((used.0, used.1["code"].clone()), (fresh.0, fresh.1["code"].clone()));
+    assert!(!used.1.to_string().contains(&seq_rej.to_string()), "{}", used.1);
+
+    // A retry through DC3, whose API never saw it: the sequencer's Duplicate, at once.
+    let started = Instant::now();
+    let (status, again) = call(api[2], BANK_A, "POST", "/v1/transfers", &pay("SAME", 1, 2, "5.00"));
+    assert_eq!((status, again["seq"].as_u64()), (202, Some(seq_a)), "{again}");
+    assert!(started.elapsed() < Duration::from_secs(10), "answered by the engine, not the 10 s wait");
+    assert_eq!(status_of(api[2], BANK_A, "SAME"), (Some(seq_a), Some("ACCC".into()), None));
+
+    // 120 more credits of account 2 (point 6: a statement of more than one page).
+    let transfers: Vec<Value> = (0..120).map(|i| pay(&format!("ST-{i}"), 1, 2, "0.01")).collect();
+    let (status, answer) =
+        call(api[1], BANK_A, "POST", "/v1/transfers/batch", &json!({ "transfers": transfers }));
+    assert_eq!((status, answer["accepted"].as_u64()), (202, Some(120)), "{answer}");
+    let seq_last = answer["transfers"][119]["seq"].as_u64().expect("seq");
+
+    // DC1 killed and started again: its API's tracker is empty, its read model starts from the
+    // stored ledger (past these seqs); the retries are answered from the engine and the database.
+    c.wait_converged(60);
+    let lines_before = c.log(1).lines().count();
+    c.kill9(1);
+    c.start(1);
+    let dc1 = api_addr_latest(&c, 1, lines_before);
+    let started = Instant::now();
+    let (status, again) = call(dc1, BANK_A, "POST", "/v1/transfers", &pay("REJ", 1, 2, "5000.00"));
+    assert_eq!((status, again["seq"].as_u64()), (202, Some(seq_rej)), "{again}");
+    let (status, again) = call(dc1, BANK_A, "POST", "/v1/transfers", &pay("SAME", 1, 2, "5.00"));
+    assert_eq!((status, again["seq"].as_u64()), (202, Some(seq_a)), "{again}");
+    assert!(started.elapsed() < Duration::from_secs(10), "answered by the engine, not the 10 s wait");
+    assert_eq!(status_of(dc1, BANK_A, "REJ"), (Some(seq_rej), Some("RJCT".into()), Some("AM04".into())));
+    assert_eq!(status_of(dc1, BANK_A, "SAME"), (Some(seq_a), Some("ACCC".into()), None));
+    let (status, conflict) = call(dc1, BANK_A, "POST", "/v1/transfers", &pay("SAME", 1, 2, "5.01"));
+    assert_eq!((status, conflict["code"].as_str()), (422, Some("bmi_conflict")), "{conflict}");
+    let message = conflict["message"].as_str().unwrap_or("");
+    assert!(message.contains(&format!("seq {seq_a}")) && !message.contains('~'), "{message}");
+
+    // Point 6: the restarted DC1's statement of account 2 is its whole history (from the
+    // center's database), in pages of 50 that follow each other: OPEN, A's SAME, 120 credits.
+    let (mut lines, mut from, mut pages) = (Vec::new(), 0, 0);
+    let (last_balance, as_of) = loop {
+        let path = format!("/v1/accounts/2/statement?from_seq={from}&limit=50");
+        let (status, page) = call(dc1, BANK_A, "GET", &path, &Value::Null);
+        assert_eq!((status, page["truncated"].as_bool()), (200, Some(false)), "{page}");
+        pages += 1;
+        lines.extend(page["lines"].as_array().cloned().unwrap_or_default());
+        match page["next_from_seq"].as_u64() {
+            Some(next) => from = next,
+            None => break (page["balance"].clone(), page["as_of_seq"].as_u64().unwrap_or(0)),
+        }
+    };
+    assert!(as_of >= seq_last, "as of everything final: {as_of} < {seq_last}");
+    assert_eq!((pages, lines.len()), (3, 122), "50 + 50 + 22 lines");
+    let kinds: Vec<&str> = lines.iter().take(2).filter_map(|l| l["type"].as_str()).collect();
+    assert_eq!(kinds, ["OPEN", "CREDIT"]);
+    assert_eq!((lines[1]["bmi"].as_str(), lines[1]["seq"].as_u64()), (Some("SAME"), Some(seq_a)));
+    let seqs: Vec<u64> = lines.iter().filter_map(|l| l["seq"].as_u64()).collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "oldest first, each once: {seqs:?}");
+    assert_eq!(lines.last().map(|l| l["balance_after"].clone()), Some(last_balance.clone()));
+    assert_eq!(last_balance, "6.20", "5.00 + 120 × 0.01");
+
+    // Nothing was paid twice: every participant's entry once, in every center.
+    c.wait_converged(60);
+    c.reconcile();
+    for center in 1..=3 {
+        let rows =
+            c.sql(center, "SELECT count(*), count(DISTINCT bmi) FROM applied_entry WHERE bmi LIKE '~%'", &[]);
+        let (n, distinct): (i64, i64) = (rows[0].get(0), rows[0].get(1));
+        assert_eq!((n, distinct), (123, 123), "DC{center}: SAME twice (A and B), REJ and ST-*, each once");
+    }
+}
+
 /// The address DC`center`'s API announced last (a restarted node appends to its log).
 fn api_addr_latest(c: &Cluster, center: usize, after_lines: usize) -> SocketAddr {
     let started = Instant::now();

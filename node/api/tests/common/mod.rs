@@ -77,11 +77,14 @@ pub async fn start(dir: &std::path::Path, setup: bool) -> Node {
 pub struct Edge {
     pub bind: &'static str,
     pub limits: rtgs_api::server::EdgeLimits,
+    /// The API tracker's bound.
+    pub tracked_entries_max: usize,
 }
 
 impl Default for Edge {
     fn default() -> Self {
-        Edge { bind: "127.0.0.1:0", limits: Default::default() }
+        let tracked_entries_max = rtgs_api::limits::TRACKED_TRANSFERS_MAX;
+        Edge { bind: "127.0.0.1:0", limits: Default::default(), tracked_entries_max }
     }
 }
 
@@ -152,6 +155,11 @@ async fn start_with(
     start_on(dir, setup, plugins, Edge::default()).await
 }
 
+/// [`start`] with an API tracker of `tracked_entries_max` records.
+pub async fn start_tracking(dir: &std::path::Path, setup: bool, tracked_entries_max: usize) -> Node {
+    start_on(dir, setup, None, Edge { tracked_entries_max, ..Edge::default() }).await
+}
+
 async fn start_on(
     dir: &std::path::Path,
     setup: bool,
@@ -173,7 +181,7 @@ async fn start_on(
         None => rtgs_api::pii::PiiStore::in_memory(),
         Some(_) => rtgs_api::pii::PiiStore::open(&dir.join(PII_FILE)).expect("the PII store opens"),
     };
-    let api = Api::start_linked_with_pii(
+    let api = Api::start_linked_with(
         EngineLink {
             submit: std::sync::Arc::new(link.submit),
             events: link.events,
@@ -184,6 +192,7 @@ async fn start_on(
         credentials,
         CenterId(1),
         pii,
+        edge.tracked_entries_max,
     );
     if setup {
         api.setup_accounts(&accounts).await.expect("accounts set up");
@@ -404,6 +413,8 @@ pub const SETUP_BMIS: [&str; 7] = [
     "SETUP-FUND-4",
 ];
 
+/// The journaled `bmi`s other than the setup's, as their participants wrote them (a
+/// participant's scoped key shown as its text: `rtgs_api::scope`).
 pub fn journaled(bmis: &[String]) -> Vec<&str> {
-    bmis.iter().map(String::as_str).filter(|b| !SETUP_BMIS.contains(b)).collect()
+    bmis.iter().map(|b| rtgs_api::scope::shown_text(b)).filter(|b| !SETUP_BMIS.contains(b)).collect()
 }

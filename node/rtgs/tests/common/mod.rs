@@ -286,9 +286,11 @@ impl Cluster {
         assert!(hashes.iter().all(|h| *h == hashes[0]), "state hashes differ: {report}");
     }
 
-    /// Every `RUN-T<i>` for i < n is applied exactly once in every center and is final there.
+    /// Every `RUN-T<i>` for i < n is applied exactly once in every center and is final there
+    /// (a participant's, through the API, under its scoped key: `~` and its tag first).
     pub fn assert_exactly_once_and_final(&self, run_id: &str, n: u64) {
         let pattern = format!("{run_id}-T%");
+        let pattern = if run_id == "API" { format!("~_______{pattern}") } else { pattern };
         for c in 1..=3 {
             let rows = self.sql(
                 c,
