@@ -183,54 +183,27 @@ mod tests {
     use rtgs_api::cluster::summarize;
     use serde_json::{json, Value};
 
-    fn addrs() -> Vec<SocketAddr> {
-        (0..3).map(|i| SocketAddr::from(([127, 0, 0, 1], 9100 + i))).collect()
-    }
-
-    fn node(n: u64, leader: bool, committed: u64, acked: [u64; 3]) -> Value {
-        json!({
-            "center": format!("DC{n}"), "leader": leader, "epoch": 4, "seq_sequenced": if leader { 120 } else { 7 },
-            "seq_applied": committed + 1, "seq_committed": committed, "seq_final": committed - 2,
-            "halted": false, "gap_pulls": 0, "seq_acked": acked, "alerts": [],
-            "plugins": { "owner_center": 2, "owner_term": 3 }
-        })
+    /// The status of center `n` as its node answers (the figures `rtgs_api::cluster`'s own tests
+    /// check; here only what the table prints of them).
+    fn answer(n: u16, halted: bool) -> Result<Value, String> {
+        Ok(json!({"center": format!("DC{n}"), "leader": n == 1, "epoch": 2, "seq_sequenced": 50,
+                  "seq_applied": 50, "seq_committed": 50, "seq_final": 50, "halted": halted,
+                  "gap_pulls": 0, "seq_acked": [50, 50, 50], "alerts": []}))
     }
 
     #[test]
-    fn lag_counts_from_the_leader_and_a_down_center_is_placed_by_its_acks() {
-        let answers = vec![
-            Ok(node(1, true, 110, [110, 100, 60])),
-            Ok(node(2, false, 100, [108, 100, 55])),
-            Err("no".into()),
-        ];
-        let r = summarize(&addrs(), answers);
-        assert!(!r.ok, "a center is down");
-        assert_eq!(
-            (r.leader.as_deref(), r.epoch, r.seq_highest, r.centers_up),
-            (Some("DC1"), Some(4), 120, 2)
-        );
-        let lag: Vec<Option<u64>> = r.centers.iter().map(|c| c.lag_entries).collect();
-        assert_eq!(lag, [Some(10), Some(20), Some(60)]);
-        let dc3 = &r.centers[2];
-        assert_eq!((dc3.id.as_str(), dc3.up, dc3.leader, dc3.halted), ("DC3", false, false, None));
-        assert_eq!(r.centers[1].plugin_owner.as_deref(), Some("DC2"));
+    fn the_table_names_a_down_center_and_a_halt() {
+        let addrs: Vec<SocketAddr> = (0..3).map(|i| SocketAddr::from(([127, 0, 0, 1], 9100 + i))).collect();
+        let r = summarize(&addrs, vec![answer(1, false), answer(2, false), Err("no".into())]);
         let text = table(&r);
         assert!(
             text.contains("DC3 at 127.0.0.1:9102: no") && text.ends_with("NOT OK: 2 of 3 centers up\n"),
             "{text}"
         );
-    }
-
-    #[test]
-    fn all_up_is_ok_and_a_halt_is_not() {
-        let mut answers: Vec<Result<Value, String>> =
-            (1..=3).map(|n| Ok(node(n, n == 2, 120, [120, 120, 120]))).collect();
-        assert!(summarize(&addrs(), answers.clone()).ok);
-        if let Some(Ok(v)) = answers.get_mut(2) {
-            v["halted"] = json!(true);
-        }
-        let r = summarize(&addrs(), answers);
+        let r = summarize(&addrs, vec![answer(1, false), answer(2, false), answer(3, true)]);
         assert!(!r.ok);
-        assert!(table(&r).contains("finality HALTED at DC3"));
+        assert!(table(&r).contains("finality HALTED at DC3"), "{}", table(&r));
+        let r = summarize(&addrs, (1..=3).map(|n| answer(n, false)).collect());
+        assert!(r.ok, "{}", table(&r));
     }
 }

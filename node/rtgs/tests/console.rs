@@ -24,8 +24,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const OPS: (&str, &str) = ("ops", "operator-secret-0123456789");
-const BANK_A: (&str, &str) = ("bank-a", "bank-a-secret-0123456789");
+use common::{api_config as config, BANK_A, OPS};
 
 /// A free loopback port (bound, then released for a node to take).
 fn free_port() -> u16 {
@@ -353,15 +352,6 @@ fn action(b: &mut Browser, action: &str, fields: &[(&str, &str)]) -> String {
     text.as_str().unwrap_or("").to_string()
 }
 
-fn config() -> String {
-    json!({
-        "participants": [{ "key_id": BANK_A.0, "secret": BANK_A.1, "accounts": [1, 2] }],
-        "operators": [{ "key_id": OPS.0, "secret": OPS.1 }],
-        "accounts": []
-    })
-    .to_string()
-}
-
 /// utime + stime of `pid`, in clock ticks.
 fn cpu_ticks(pid: u32) -> u64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
@@ -588,18 +578,7 @@ fn the_console_shows_the_plugin_panels_on_rtgs_serve() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("cannot start rtgs serve: {e}"));
-    let stderr = serve.stderr.take().unwrap_or_else(|| panic!("no stderr"));
-    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stderr));
-    let addr = lines
-        .by_ref()
-        .map_while(Result::ok)
-        .find_map(|l| l.strip_prefix("rtgs serve: listening on http://").map(str::to_string));
-    std::thread::spawn(move || lines.for_each(drop));
-    let Some(addr) = addr else {
-        let _ = serve.kill();
-        let _ = serve.wait();
-        panic!("rtgs serve did not start");
-    };
+    let addr = common::serve_address(&mut serve);
     let mut b = Browser::launch(&dir);
     b.navigate(&format!("http://{addr}/console/"));
     b.eval(

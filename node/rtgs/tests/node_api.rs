@@ -12,17 +12,7 @@ use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-const OPS: (&str, &str) = ("ops", "operator-secret-0123456789");
-const BANK_A: (&str, &str) = ("bank-a", "bank-a-secret-0123456789");
-
-fn config() -> String {
-    json!({
-        "participants": [{ "key_id": BANK_A.0, "secret": BANK_A.1, "accounts": [1, 2] }],
-        "operators": [{ "key_id": OPS.0, "secret": OPS.1 }],
-        "accounts": []
-    })
-    .to_string()
-}
+use common::{api_config as config, BANK_A, OPS};
 
 /// The address each center's API announced in its log.
 fn api_addrs(c: &Cluster) -> Vec<SocketAddr> {

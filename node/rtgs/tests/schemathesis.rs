@@ -5,7 +5,8 @@
 //! signature check they exercise the authentication layer's answers (401/403 with documented
 //! error bodies) and the unsigned endpoints; signed fuzzing needs a signing hook (left).
 
-use std::io::{BufRead, BufReader};
+mod common;
+
 use std::process::{Command, Stdio};
 
 const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../api/participants.example.json");
@@ -23,18 +24,7 @@ fn schemathesis_finds_no_server_error_and_no_schema_violation() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("{e}"));
-    let stderr = serve.stderr.take().unwrap_or_else(|| panic!("no stderr"));
-    let mut lines = BufReader::new(stderr).lines();
-    let addr = lines
-        .by_ref()
-        .map_while(Result::ok)
-        .find_map(|l| l.strip_prefix("rtgs serve: listening on http://").map(str::to_string));
-    std::thread::spawn(move || lines.for_each(drop));
-    let Some(addr) = addr else {
-        let _ = serve.kill();
-        let _ = serve.wait();
-        panic!("rtgs serve did not start");
-    };
+    let addr = common::serve_address(&mut serve);
     let run = |signed: bool| {
         let mut st = Command::new("st");
         st.args(["run", &format!("http://{addr}/v1/openapi.json")])

@@ -556,3 +556,36 @@ impl Drop for OwnBroker {
         let _ = self.script("infra-down.sh", "broker");
     }
 }
+
+/// The credentials of the API config [`api_config`] writes.
+pub const OPS: (&str, &str) = ("ops", "operator-secret-0123456789");
+pub const BANK_A: (&str, &str) = ("bank-a", "bank-a-secret-0123456789");
+
+/// An API config: [`BANK_A`] owning accounts 1 and 2, operator [`OPS`], no accounts set up.
+pub fn api_config() -> String {
+    serde_json::json!({
+        "participants": [{ "key_id": BANK_A.0, "secret": BANK_A.1, "accounts": [1, 2] }],
+        "operators": [{ "key_id": OPS.0, "secret": OPS.1 }],
+        "accounts": []
+    })
+    .to_string()
+}
+
+/// The address a started `rtgs serve` (stderr piped) listens on; its stderr is drained from
+/// then on. Kills it and panics if it exits first.
+pub fn serve_address(serve: &mut Child) -> String {
+    use std::io::BufRead;
+    let stderr = serve.stderr.take().unwrap_or_else(|| panic!("no stderr"));
+    let mut lines = std::io::BufReader::new(stderr).lines();
+    let addr = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|l| l.strip_prefix("rtgs serve: listening on http://").map(str::to_string));
+    std::thread::spawn(move || lines.for_each(drop));
+    let Some(addr) = addr else {
+        let _ = serve.kill();
+        let _ = serve.wait();
+        panic!("rtgs serve did not start");
+    };
+    addr
+}
