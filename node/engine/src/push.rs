@@ -223,20 +223,20 @@ impl Push {
             }
             self.stats.journal_notices.fetch_add(1, Ordering::Relaxed);
             let Ok(frames) = base64::engine::general_purpose::STANDARD.decode(payload) else {
-                return Ok(self.skip());
+                return self.skipped();
             };
             let mut entries = Vec::new();
             if codec::decode_frames(&frames, &mut entries).is_err() {
-                return Ok(self.skip());
+                return self.skipped();
             }
             Pushed::Entries(entries)
         } else {
             self.stats.ack_notices.fetch_add(1, Ordering::Relaxed);
             let Ok(body) = base64::engine::general_purpose::STANDARD.decode(payload) else {
-                return Ok(self.skip());
+                return self.skipped();
             };
             let mut acks = Vec::new();
-            let Some(from) = wire::decode_acks(&body, &mut acks) else { return Ok(self.skip()) };
+            let Some(from) = wire::decode_acks(&body, &mut acks) else { return self.skipped() };
             Pushed::Acks(from, acks)
         };
         if self.to_center.try_send(pushed).is_err() {
@@ -247,6 +247,12 @@ impl Push {
 
     fn skip(&self) {
         self.stats.skipped.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// [`Self::skip`], and the notice is done with.
+    fn skipped(&self) -> Result<(), String> {
+        self.skip();
+        Ok(())
     }
 }
 

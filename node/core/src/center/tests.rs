@@ -704,9 +704,9 @@ fn pushed_acks_finalize_at_once_and_leave_the_ack_stream_its_own_bookkeeping() {
     let notices: Vec<usize> = c.notices.iter().map(Vec::len).collect();
     // The stream's copies come later: duplicates, nothing counted twice, nothing announced twice.
     c.settle();
-    for i in 0..3 {
+    for (i, announced) in notices.iter().enumerate() {
         assert_eq!(c.centers[i].seq_unfinal_first(), 31);
-        assert_eq!(c.notices[i].len(), notices[i], "DC{} announced nothing again", i + 1);
+        assert_eq!(c.notices[i].len(), *announced, "DC{} announced nothing again", i + 1);
         assert_eq!(c.centers[i].progress().ack_next, 3, "DC{}: the stream read through", i + 1);
     }
     assert!(c.alarms.is_empty(), "{:?}", c.alarms);
