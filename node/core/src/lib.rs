@@ -15,6 +15,8 @@
 //! * [`center`] — one data center's whole state machine (gap buffer → replica → commits → acks
 //!   → quorum → notices, its timers and window policies): the type every engine drives.
 //! * [`client`] — what engines tell their clients (final notices, refusals).
+//! * [`statement`] — an account's statement lines: the one rule the read model and the centers
+//!   apply.
 //! * [`plugin`] — the contract plugins implement (deterministic, effects out, results in).
 //! * [`plugin_host`] — a center's plugins: routing, step digests, effect ownership, failover.
 //! * [`wire`] — the compact binary codec of the plugins' commands, effects and checkpoints.

@@ -30,7 +30,6 @@ mod publisher;
 use crate::broker::Broker;
 use crate::clock::{wall_us, Clock};
 use crate::error::{EngineError, Invariant};
-use crate::limits::PUSH_ACKS_MAX;
 use crate::limits::{
     ACK_QUEUE_BATCHES, COMMIT_QUEUE_COMMITS, JOURNAL_QUEUE_BATCHES, MERGED_COMMIT_ENTRIES_MAX,
     PUBLISH_QUEUE_ITEMS, PUSHED_STREAM_FETCH_WAIT, STREAM_FETCH_WAIT, TIMELINE_RUNS_MAX,
@@ -89,8 +88,6 @@ pub struct CenterInputs {
     pub outbox: SequencerStore,
     /// What the push path heard (`crate::push`; `None`: off).
     pub pushed: Option<mpsc::Receiver<crate::push::Pushed>>,
-    /// This center's ack notices, to the push path (`None`: off, or the ack drop drill runs).
-    pub push_acks: Option<mpsc::Sender<crate::push::Outgoing>>,
     /// Final notices straight to this node's API (`None`: no API).
     pub local_notices: Option<Arc<crate::api::LocalNotices>>,
     pub retry: PgRetry,
@@ -160,15 +157,16 @@ pub async fn start(i: CenterInputs) -> Result<Started, EngineError> {
         ack_next,
         catch_up_seq: None,
     };
-    // With the push path beside them, the journal and ack readers are the record and the
-    // backstop, not the fast path: they may wait long per fetch (`limits`).
-    let stream_wait = if i.pushed.is_some() { PUSHED_STREAM_FETCH_WAIT } else { STREAM_FETCH_WAIT };
+    // With the push path beside it, the journal reader is the record, the backstop and the path
+    // of large batches, not the fast path: it may wait longer per fetch (`limits`). Acks are not
+    // pushed (`crate::push`): their reader keeps the short wait.
+    let journal_wait = if i.pushed.is_some() { PUSHED_STREAM_FETCH_WAIT } else { STREAM_FETCH_WAIT };
     let journal_consumer = i.broker.assigned_consumer(
         &format!("ledger-{}", i.name),
         &format!("{}-ledger", i.name),
         &i.broker.topics.journal,
         stored.journal_offset + 1,
-        stream_wait,
+        journal_wait,
     )?;
     let journal_end = journal::end(&journal_consumer, &i.broker.topics.journal);
     let mut center = Center::new(config, restore, i.clock.now_us());
@@ -192,7 +190,7 @@ pub async fn start(i: CenterInputs) -> Result<Started, EngineError> {
         faults: i.faults,
         tx: journal_tx,
     };
-    let ack_reader = acks::Reader::new(&i.name, &i.broker, ack_next, rewind_rx, acks_tx, stream_wait)?;
+    let ack_reader = acks::Reader::new(&i.name, &i.broker, ack_next, rewind_rx, acks_tx, STREAM_FETCH_WAIT)?;
     // Everything applied is committed (the watermark is the stored one).
     i.commit_stats.seq_committed.store(seq_applied, Ordering::Relaxed);
     let committer = committer::Committer {
@@ -226,7 +224,6 @@ pub async fn start(i: CenterInputs) -> Result<Started, EngineError> {
         journal: journal_rx,
         acks: acks_rx,
         pushed: i.pushed,
-        push_acks: i.push_acks,
         local_notices: i.local_notices,
         journal_turn: true,
         committed: committed_rx,
@@ -267,8 +264,6 @@ struct Driver {
     acks: mpsc::Receiver<AckBatch>,
     /// What the push path heard (`crate::push`).
     pushed: Option<mpsc::Receiver<crate::push::Pushed>>,
-    /// This center's ack notices, to the push path.
-    push_acks: Option<mpsc::Sender<crate::push::Outgoing>>,
     /// Final notices straight to this node's API.
     local_notices: Option<Arc<crate::api::LocalNotices>>,
     /// Journal and acks take turns when both are ready (neither starves the other).
@@ -347,28 +342,14 @@ impl Driver {
         }
     }
 
-    /// What the push path heard: entries as from the journal (without a position), acks beside
-    /// the stream (`Center::handle_acks_pushed`).
+    /// Entries the push path heard: as from the journal, without a position.
     fn on_pushed(&mut self, pushed: crate::push::Pushed) {
-        let now = self.clock.now_us();
-        match pushed {
-            crate::push::Pushed::Entries(entries) => {
-                // A center catching up reads the journal; entries far ahead of it would only
-                // crowd its gap buffer (and be dropped and pulled): the journal brings them.
-                let ahead = entries.first().map_or(0, |e| e.seq.saturating_sub(self.center.seq_next()));
-                if ahead <= PUSHED_AHEAD_MAX {
-                    self.center.handle_entries(entries.into_iter().map(|e| (e, 0)), None, now)
-                }
-            }
-            crate::push::Pushed::Acks(from, acks) => {
-                let before = self.center.seq_unfinal_first();
-                self.center.handle_acks_pushed(from, &acks, now);
-                self.note_acked(from, &acks);
-                let after = self.center.seq_unfinal_first();
-                if after > before {
-                    self.finalized(before, after);
-                }
-            }
+        let crate::push::Pushed::Entries(entries) = pushed;
+        // A center catching up reads the journal; entries far ahead of it would only crowd its
+        // gap buffer (and be dropped and pulled): the journal brings them.
+        let ahead = entries.first().map_or(0, |e| e.seq.saturating_sub(self.center.seq_next()));
+        if ahead <= PUSHED_AHEAD_MAX {
+            self.center.handle_entries(entries.into_iter().map(|e| (e, 0)), None, self.clock.now_us());
         }
     }
 
@@ -440,14 +421,6 @@ impl Driver {
             self.rewind.send(rewind).map_err(|_| EngineError::TaskGone("ack reader"))?;
         }
         let mut outgoing = Vec::new();
-        if let (Some(push), 1..=PUSH_ACKS_MAX) = (&self.push_acks, self.out.acks.len()) {
-            // Pushed here, not by the publisher: they must not queue behind its broker round
-            // trips. A full queue skips them, and many at once are left to the broker (a load
-            // that big does not wait on this hop): the broker carries them anyway.
-            for notice in crate::push::ack_notices(self.center.config().center, &self.out.acks) {
-                let _ = push.try_send((rtgs_pg::sequencer_store::ACKS_CHANNEL, notice));
-            }
-        }
         if !self.out.acks.is_empty() {
             outgoing.push(Outgoing::Acks(std::mem::take(&mut self.out.acks)));
         }

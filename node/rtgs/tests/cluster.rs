@@ -48,10 +48,10 @@ fn a_normal_run_of_50000_transfers_reconciles() {
     );
     let human = std::fs::read_to_string(c.dir.join("dc1.log")).unwrap_or_default();
     assert!(human.lines().any(|l| l == "DC1: running"), "DC1's human log: {human}");
-    // The push path carried journal batches and acks beside the broker, without a reconnect.
+    // The push path carried journal batches beside the broker, without a reconnect.
     for s in s.iter().flatten() {
         let p = &s["push"];
-        assert!(u(&p["journal_notices"]) > 0 && u(&p["ack_notices"]) > 0, "{}: push {p}", s["center"]);
+        assert!(u(&p["journal_notices"]) > 0, "{}: push {p}", s["center"]);
         assert_eq!(u(&p["reconnects"]), 0, "{}: push {p}", s["center"]);
     }
 }
@@ -667,7 +667,7 @@ fn q_the_push_path_cut_twice_or_off_loses_nothing() {
         let s = s.as_ref().unwrap_or_else(|| panic!("DC{} wrote no status", i + 1));
         let p = &s["push"];
         if i == 2 {
-            assert_eq!(u(&p["journal_notices"]) + u(&p["ack_notices"]), 0, "DC3 runs without: {p}");
+            assert_eq!(u(&p["journal_notices"]), 0, "DC3 runs without: {p}");
         } else {
             assert!(u(&p["reconnects"]) >= 1, "DC{} made its push session again: {p}", i + 1);
             assert!(u(&p["journal_notices"]) > 0, "DC{}: {p}", i + 1);
