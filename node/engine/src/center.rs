@@ -343,22 +343,12 @@ impl Driver {
     }
 
     /// Entries the push path heard: as from the journal, without a position.
-    fn on_pushed(&mut self, pushed: crate::push::Pushed) {
-        let crate::push::Pushed::Entries(entries) = pushed;
+    fn on_pushed(&mut self, entries: crate::push::Pushed) {
         // A center catching up reads the journal; entries far ahead of it would only crowd its
         // gap buffer (and be dropped and pulled): the journal brings them.
         let ahead = entries.first().map_or(0, |e| e.seq.saturating_sub(self.center.seq_next()));
         if ahead <= PUSHED_AHEAD_MAX {
             self.center.handle_entries(entries.into_iter().map(|e| (e, 0)), None, self.clock.now_us());
-        }
-    }
-
-    /// How far each center acked, for the lag metric (an invalid sender is the `Center`'s
-    /// alarm, not a figure).
-    fn note_acked(&mut self, from: CenterId, acks: &[rtgs_core::ledger::Applied]) {
-        let index = usize::from(from.0).checked_sub(1);
-        if let (Some(seen), Some(last)) = (index.and_then(|i| self.local.seq_acked.get_mut(i)), acks.last()) {
-            *seen = (*seen).max(last.seq);
         }
     }
 
@@ -371,7 +361,14 @@ impl Driver {
         for m in batch.messages {
             let before = self.center.seq_unfinal_first();
             self.center.handle_acks(m.from, &m.acks, m.offset, self.clock.now_us());
-            self.note_acked(m.from, &m.acks);
+            // How far each center acked, for the lag metric (an invalid sender is the `Center`'s
+            // alarm, not a figure).
+            let index = usize::from(m.from.0).checked_sub(1);
+            if let (Some(seen), Some(last)) =
+                (index.and_then(|i| self.local.seq_acked.get_mut(i)), m.acks.last())
+            {
+                *seen = (*seen).max(last.seq);
+            }
             let after = self.center.seq_unfinal_first();
             if after > before {
                 self.finalized(before, after);

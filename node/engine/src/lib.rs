@@ -307,8 +307,8 @@ async fn start(
     };
     let local_notices = config.api.as_ref().map(|_| api::LocalNotices::channel());
     let final_through = Arc::new(AtomicU64::new(0));
-    // The push path (`push`): its task, and its two queues — heard → center task, this
-    // center's ack notices ← publisher.
+    // The push path (`push`): its task and its queues — journal entries heard → center task,
+    // inbound messages heard → sequencer, this node's API's inbound messages → the task.
     let (pushed, push_out, pushed_inbound) = if config.push {
         let (pushed_tx, pushed_rx) = mpsc::channel(limits::PUSH_QUEUE_ITEMS);
         let (inbound_tx, inbound_rx) = mpsc::channel(limits::PUSH_QUEUE_ITEMS);

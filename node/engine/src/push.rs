@@ -51,11 +51,9 @@ use std::time::Instant;
 use tokio::sync::mpsc;
 use tokio_postgres::AsyncMessage;
 
-/// What the push path heard, for the center task.
-pub enum Pushed {
-    /// A recorded batch's entries (durable in the outbox).
-    Entries(Vec<Entry>),
-}
+/// What the push path heard, for the center task: a recorded batch's entries (durable in the
+/// outbox).
+pub type Pushed = Vec<Entry>;
 
 /// Counters of the push path (in the node's status).
 #[derive(Default)]
@@ -213,7 +211,7 @@ impl Push {
         if codec::decode_frames(&frames, &mut entries).is_err() {
             return self.skipped();
         }
-        if self.to_center.try_send(Pushed::Entries(entries)).is_err() {
+        if self.to_center.try_send(entries).is_err() {
             self.skip();
         }
         Ok(())
