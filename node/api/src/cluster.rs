@@ -27,6 +27,8 @@ pub struct CenterRow {
     pub address: String,
     pub up: bool,
     pub leader: bool,
+    /// The leader's lease epoch; a follower's is the epoch of the newest journal entry it read
+    /// (`journal_epoch` of its status).
     pub epoch: Option<u64>,
     pub seq_applied: Option<u64>,
     pub seq_committed: Option<u64>,
@@ -185,7 +187,8 @@ fn up_row(addr: SocketAddr, s: &Value, seq_highest: u64) -> CenterRow {
         address: addr.to_string(),
         up: true,
         leader: s["leader"] == true,
-        epoch: num("epoch"),
+        // The leader's own lease epoch; a follower's is that of the newest entry it read.
+        epoch: num("epoch").filter(|&e| e > 0).or_else(|| num("journal_epoch").filter(|&e| e > 0)),
         seq_applied: num("seq_applied"),
         seq_committed: num("seq_committed"),
         // Older nodes have no seq_final: every seq below the first unfinal one is final.
@@ -283,6 +286,21 @@ mod tests {
         let r = summarize(&addrs(), answers);
         assert!(!r.ok);
         assert_eq!(r.centers[2].halted_reason.as_deref(), Some("divergence"));
+    }
+
+    #[test]
+    fn a_follower_shows_the_epoch_of_the_journal_it_read() {
+        let mut answers: Vec<Result<Value, String>> =
+            (1..=3).map(|n| Ok(node(n, n == 1, 120, [120, 120, 120]))).collect();
+        for (i, journal_epoch) in [(1, json!(4)), (2, json!(0))] {
+            if let Some(Ok(v)) = answers.get_mut(i) {
+                v["epoch"] = json!(0); // a follower's sequencer holds no lease
+                v["journal_epoch"] = journal_epoch;
+            }
+        }
+        let epochs: Vec<Option<u64>> = summarize(&addrs(), answers).centers.iter().map(|c| c.epoch).collect();
+        // DC3 has read no entry yet: no epoch to show.
+        assert_eq!(epochs, [Some(4), Some(4), None]);
     }
 
     #[test]

@@ -12,8 +12,9 @@
 //!   routes (`/v1/operator/...`, `/v1/transfers`), signed in the browser with WebCrypto HMAC
 //!   exactly as [`crate::auth`] requires; the secret is imported as a non-extractable key and
 //!   kept in the page's memory only.
-//! * **Headers** on every console answer: a content security policy allowing scripts and styles
-//!   from this origin only (no inline script, no `eval`), no framing (`frame-ancestors 'none'`,
+//! * **Headers** on every console answer: a content security policy allowing scripts from this
+//!   origin only (no inline script, no `eval`) and styles from this origin plus the page's one
+//!   inline stylesheet, by its hash ([`page`], [`csp`]), no framing (`frame-ancestors 'none'`,
 //!   `X-Frame-Options: DENY`), `nosniff`, `no-referrer`, `no-store`. [`refuse_cross_site`]
 //!   refuses, on every route of the API, a request a browser marks as sent by another site
 //!   (`Sec-Fetch-Site: cross-site`/`same-site`): besides the signature (which a foreign page
@@ -27,7 +28,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 pub const INDEX_HTML: &str = include_str!("console/index.html");
@@ -39,10 +40,33 @@ pub const REPORT_REUSE: Duration = Duration::from_millis(500);
 /// A node that has not answered within this is reported down.
 pub const STATUS_TIMEOUT: Duration = Duration::from_millis(400);
 
-/// The content security policy of every console answer.
-pub const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
-                       connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; \
-                       frame-ancestors 'none'";
+/// The page's link to its stylesheet, which [`page`] replaces with the stylesheet itself.
+pub const STYLESHEET_LINK: &str = r#"<link rel="stylesheet" href="/console/console.css">"#;
+
+/// The page as served: [`INDEX_HTML`] with [`CONSOLE_CSS`] inline in one `<style>` element, so
+/// the first paint waits for one request, not two (a render-blocking stylesheet is a second
+/// round trip to a node that may be busy). The policy admits that one element by its SHA-256
+/// ([`csp`]); `console.css` is still served for anyone who links it.
+pub fn page() -> &'static str {
+    static PAGE: OnceLock<String> = OnceLock::new();
+    PAGE.get_or_init(|| INDEX_HTML.replacen(STYLESHEET_LINK, &format!("<style>{CONSOLE_CSS}</style>"), 1))
+}
+
+/// The content security policy of every console answer: scripts from this origin only (no
+/// inline script, no `eval`); styles from this origin and the page's one inline stylesheet,
+/// named by its hash.
+pub fn csp() -> &'static str {
+    static CSP: OnceLock<String> = OnceLock::new();
+    CSP.get_or_init(|| {
+        use base64::Engine as _;
+        use sha2::Digest as _;
+        let hash = base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(CONSOLE_CSS.as_bytes()));
+        format!(
+            "default-src 'self'; script-src 'self'; style-src 'self' 'sha256-{hash}'; img-src 'self' data:; \
+             connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+        )
+    })
+}
 
 /// The last report and when it was made.
 #[derive(Default)]
@@ -62,7 +86,7 @@ pub(crate) fn routes(router: Router<Arc<AppState>>) -> Router<Arc<AppState>> {
 }
 
 async fn index() -> Response {
-    ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], INDEX_HTML).into_response()
+    ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], page()).into_response()
 }
 
 async fn script() -> Response {
@@ -75,8 +99,10 @@ async fn style() -> Response {
 
 async fn secure_headers(mut response: Response) -> Response {
     let h = response.headers_mut();
+    if let Ok(policy) = HeaderValue::from_str(csp()) {
+        h.insert(header::CONTENT_SECURITY_POLICY, policy);
+    }
     for (name, value) in [
-        (header::CONTENT_SECURITY_POLICY, CSP),
         (header::X_FRAME_OPTIONS, "DENY"),
         (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
         (header::REFERRER_POLICY, "no-referrer"),

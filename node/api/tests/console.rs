@@ -42,12 +42,23 @@ async fn the_console_is_served_with_its_headers_and_its_data_needs_operator_cred
             assert!(text.contains(header), "{path} lacks {header}:\n{text}");
         }
     }
-    // The page loads its script from a file, never inline (the policy allows no inline script).
-    let page = rtgs_api::console::INDEX_HTML;
+    // The page loads its script from a file, never inline (the policy allows no inline script);
+    // its stylesheet is inline (one request before the first paint), admitted by its hash.
+    let page = rtgs_api::console::page();
     assert!(
         page.contains(r#"<script src="/console/console.js"></script>"#)
             && page.matches("<script").count() == 1
     );
+    let css = rtgs_api::console::CONSOLE_CSS;
+    assert!(page.contains(&format!("<style>{css}</style>")) && !page.contains("<link rel=\"stylesheet\""));
+    let (_, text) = headers_of(node.addr(), "/console/").await;
+    let hash = {
+        use base64::Engine as _;
+        use sha2::Digest as _;
+        base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(css.as_bytes()))
+    };
+    assert!(text.contains(&format!("style-src 'self' 'sha256-{}'", hash.to_ascii_lowercase())), "{text}");
+    assert!(text.contains("script-src 'self';"), "no inline script is admitted: {text}");
 
     // The report: 401 unsigned, 401 with a participant's key, 404 on the embedded engine.
     let (status, body) = node.send("GET", "/v1/operator/console/cluster", &[], b"").await;

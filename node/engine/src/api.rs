@@ -56,6 +56,10 @@ pub struct ApiConfig {
     pub config: PathBuf,
     /// Listen here instead of 127.0.0.1:(8080 + port offset).
     pub listen: Option<SocketAddr>,
+    /// Where the matching orders' customer data (PII) is kept (`rtgs_api::pii::PiiStore`: synced
+    /// before an order is acknowledged, never in the journal or a database); `None`: in memory
+    /// only, lost when the node stops (a node running the matching plugin warns).
+    pub pii_file: Option<PathBuf>,
 }
 
 struct InboundQueue {
@@ -167,6 +171,8 @@ pub struct ApiInputs {
     pub history: rtgs_pg::center_store::CenterStore,
     /// The center stores every statement line: statements are read from its database.
     pub statement_history: bool,
+    /// The matching orders' customer data (`ApiConfig::pii_file`).
+    pub pii: rtgs_api::pii::PiiStore,
 }
 
 /// The entries the center applied, for the read model (on its own thread).
@@ -257,7 +263,7 @@ pub async fn start(i: ApiInputs) -> Result<Vec<Task>, EngineError> {
         feed: Box::new(AppliedFeed(i.feed)),
         final_through,
     };
-    let api = Arc::new(Api::start_linked(link, i.credentials, i.center));
+    let api = Arc::new(Api::start_linked_with_pii(link, i.credentials, i.center, i.pii));
     api.set_cluster_status(i.status_addrs);
     let listener = tokio::net::TcpListener::bind(i.listen)
         .await

@@ -338,7 +338,15 @@ impl Driver {
     fn on_journal(&mut self, batch: Vec<JournalMessage>) {
         let now = self.clock.now_us();
         for m in batch {
+            self.note_epoch(&m.entries);
             self.center.handle_entries(m.entries.into_iter().map(|e| (e, 0)), Some(m.offset), now);
+        }
+    }
+
+    /// The epoch of the newest entries read (the status shows it; nothing decides on it).
+    fn note_epoch(&mut self, entries: &[Entry]) {
+        if let Some(e) = entries.last() {
+            self.local.journal_epoch = self.local.journal_epoch.max(e.epoch);
         }
     }
 
@@ -348,6 +356,7 @@ impl Driver {
         // gap buffer (and be dropped and pulled): the journal brings them.
         let ahead = entries.first().map_or(0, |e| e.seq.saturating_sub(self.center.seq_next()));
         if ahead <= PUSHED_AHEAD_MAX {
+            self.note_epoch(&entries);
             self.center.handle_entries(entries.into_iter().map(|e| (e, 0)), None, self.clock.now_us());
         }
     }

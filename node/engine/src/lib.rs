@@ -390,6 +390,7 @@ async fn start(
             status_addrs: config.status_addresses(),
             history: CenterStore::new(pool(&config.db, API_POOL_CONNECTIONS)?),
             statement_history: config.statement_history,
+            pii: pii_store(&name, api, config.plugins.matching.is_some())?,
         };
         for task in api::start(inputs).await? {
             tasks.spawn(task);
@@ -450,6 +451,26 @@ async fn shutdown_signal() {
         }
         Err(_) => {
             let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+/// The API's store of matching orders' customer data: the file `--pii-file` names (opened, its
+/// records read back), or memory — with a warning if the node runs the matching plugin, whose
+/// orders' PII would then be lost when the node stops.
+fn pii_store(name: &str, api: &ApiConfig, matching: bool) -> Result<rtgs_api::pii::PiiStore, EngineError> {
+    match &api.pii_file {
+        Some(path) => rtgs_api::pii::PiiStore::open(path)
+            .map_err(|e| EngineError::Config(format!("the PII store {}: {e}", path.display()))),
+        None => {
+            if matching {
+                tracing::warn!(
+                    center = %name,
+                    "matching orders' customer data (PII) is kept in memory only and lost when this node \
+                     stops: give --pii-file (RTGS_PII_FILE) a file on this center's disk"
+                );
+            }
+            Ok(rtgs_api::pii::PiiStore::in_memory())
         }
     }
 }

@@ -161,6 +161,9 @@ pub struct CenterView {
     pub seq_unfinal_first: Seq,
     pub finalized: u64,
     pub halted: bool,
+    /// The highest epoch among the journal entries this center has read: the epoch of the
+    /// leader that sequenced them, which a follower shows as the cluster's epoch (figure only).
+    pub journal_epoch: u32,
     /// The core's own counters (`Center::stats`).
     pub stats: CenterStats,
     /// Entries read back from the outbox by gap pulls.
@@ -270,8 +273,9 @@ impl Status {
         map.insert("broker_data_lost".into(), broker_lost.is_some().into());
         map.insert("metrics_listen".into(), self.metrics_listen.get().map(|a| a.to_string()).into());
         map.insert("center_count".into(), self.center_count.into());
-        let fields: [(&str, Value); 19] = [
+        let fields: [(&str, Value); 20] = [
             ("epoch", load(&q.epoch)),
+            ("journal_epoch", c.journal_epoch.into()),
             ("takeovers", load(&q.takeovers)),
             ("seq_sequenced", load(&q.seq_sequenced)),
             ("seq_applied", c.seq_applied.into()),

@@ -117,6 +117,12 @@ pub struct ApiArgs {
     /// /console/; a non-loopback address is logged as a warning).
     #[arg(long, env = "RTGS_API_LISTEN")]
     pub api_listen: Option<SocketAddr>,
+    /// Keep the matching orders' customer data (PII: name, phone, bank account) in this file,
+    /// synced before an order is acknowledged and read back at start; it never enters the
+    /// journal or a database. Without it the API keeps it in memory only (lost when the node
+    /// stops; a node with --matching warns).
+    #[arg(long, env = "RTGS_PII_FILE")]
+    pub pii_file: Option<PathBuf>,
 }
 
 impl NodeArgs {
@@ -149,7 +155,11 @@ impl NodeArgs {
             statement_history: self.statement_history,
             plugins,
             owner_silence: Duration::from_secs(p.owner_silence_s.max(1)),
-            api: self.api.api_config.map(|config| ApiConfig { config, listen: self.api.api_listen }),
+            api: self.api.api_config.map(|config| ApiConfig {
+                config,
+                listen: self.api.api_listen,
+                pii_file: self.api.pii_file,
+            }),
             metrics_listen: self.metrics_listen,
             status_addrs: self.status_addrs,
             log_format: self.log_format,

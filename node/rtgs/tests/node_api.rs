@@ -381,3 +381,91 @@ fn plugin_operations_take_effect_on_every_center_of_the_production_engine() {
     c.wait_converged(30);
     c.reconcile();
 }
+
+/// Matching orders with their customers' PII on the production engine (issue 13): an order
+/// submitted through DC1's API is journaled with an opaque reference only; the customer's data
+/// stays in DC1's `--pii-file` (synced before the order is acknowledged), readable by the
+/// submitting participant and operators there and by nobody through another center; it survives
+/// a `kill -9` of DC1 (read back from the file), and neither the journal (the sequencer's outbox)
+/// nor any center's stored plugin state holds it.
+#[test]
+fn matching_orders_keep_their_pii_at_the_origin_center_across_a_kill9() {
+    let _one = lock();
+    let mut c = Cluster::new("apipii");
+    let config_path = c.dir.join("participants.json");
+    std::fs::write(&config_path, config()).unwrap_or_else(|e| panic!("{e}"));
+    let pii_files: Vec<std::path::PathBuf> = (1..=3).map(|n| c.dir.join(format!("dc{n}.pii"))).collect();
+    for (env, pii) in c.extra_env.iter_mut().zip(&pii_files) {
+        env.push(("RTGS_API_CONFIG".into(), config_path.display().to_string()));
+        env.push(("RTGS_API_LISTEN".into(), "127.0.0.1:0".into()));
+        env.push(("RTGS_MATCHING".into(), "true".into()));
+        env.push(("RTGS_PII_FILE".into(), pii.display().to_string()));
+    }
+    c.start_all();
+    let api = api_addrs(&c);
+    // The order's credit account exists (the plugin refuses an order to an unknown account).
+    let open = json!({ "bmi": "OPEN-1", "account": 1, "currency": "EUR" });
+    let (status, answer) = call(api[0], OPS, "POST", "/v1/operator/accounts", &open);
+    assert_eq!(status, 202, "{answer}");
+    const NAME: &str = "Jane Q. Customer";
+    let order = json!({
+        "bmi": "ORD-PII-1", "order": 4_100_001, "partner": 1, "currency": "EUR", "amount_minor": "25000",
+        "credit_account": 1, "expires_in_s": 600,
+        "customer": { "name": NAME, "phone": "+33 6 12 34 56 78", "bank_account": "FR7630006000011234567890189" }
+    });
+    let (status, answer) = call(api[0], BANK_A, "POST", "/v1/matching/orders", &order);
+    assert_eq!(status, 202, "{answer}");
+    let customer = "/v1/matching/orders/4100001/customer";
+    let (status, pii) = call(api[0], BANK_A, "GET", customer, &Value::Null);
+    assert_eq!((status, pii["customer"]["name"].as_str()), (200, Some(NAME)), "{pii}");
+    // The PII stays at the origin center: another center's API does not know it.
+    let (status, answer) = call(api[1], BANK_A, "GET", customer, &Value::Null);
+    assert_eq!((status, answer["code"].as_str()), (404, Some("unknown_order")), "{answer}");
+    // The order itself is journaled: every center's replica gets it.
+    c.wait("the order on every center", 60, |s| {
+        s.iter().flatten().filter(|s| s["plugins"]["matching_orders"].as_u64() >= Some(1)).count() == 3
+    });
+
+    // kill -9 of the origin: the PII comes back from its file.
+    let lines = c.log(1).lines().count();
+    c.kill9(1);
+    c.start(1);
+    let dc1 = api_addr_latest(&c, 1, lines);
+    let (status, pii) = call(dc1, OPS, "GET", "/v1/operator/matching/orders/4100001/customer", &Value::Null);
+    assert_eq!(
+        (status, pii["customer"]["bank_account"].as_str()),
+        (200, Some("FR7630006000011234567890189")),
+        "{pii}"
+    );
+    let (status, pii) = call(dc1, BANK_A, "GET", customer, &Value::Null);
+    assert_eq!((status, pii["customer"]["phone"].as_str()), (200, Some("+33 6 12 34 56 78")), "{pii}");
+
+    let kept = std::fs::read(&pii_files[0]).unwrap_or_else(|e| panic!("{}: {e}", pii_files[0].display()));
+    assert!(kept.windows(NAME.len()).any(|w| w == NAME.as_bytes()), "DC1's PII file holds the customer");
+    for other in &pii_files[1..] {
+        let bytes = std::fs::read(other).unwrap_or_default();
+        assert!(
+            !bytes.windows(NAME.len()).any(|w| w == NAME.as_bytes()),
+            "{} holds another center's PII",
+            other.display()
+        );
+    }
+    // Neither the journal nor a center's stored plugin state holds it.
+    let needle = NAME.as_bytes().to_vec();
+    for center in 1..=3 {
+        let rows = c.sql(
+            center,
+            "SELECT count(*) FROM plugin_state WHERE position($1::bytea IN state) > 0",
+            &[&needle],
+        );
+        assert_eq!(rows[0].get::<_, i64>(0), 0, "DC{center}'s stored plugin state holds the PII");
+    }
+    let rows = c.sql_in(
+        &format!("{}_seq", c.prefix),
+        "SELECT count(*), count(*) FILTER (WHERE position($1::bytea IN frames) > 0) FROM journal_outbox",
+        &[&needle],
+    );
+    let (batches, with_pii): (i64, i64) = (rows[0].get(0), rows[0].get(1));
+    assert!(batches > 0, "the journal has batches");
+    assert_eq!(with_pii, 0, "the journal holds the PII");
+}

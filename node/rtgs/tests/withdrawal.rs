@@ -1,13 +1,16 @@
 //! The production engine hosting the withdrawal plugin: three real `rtgs node --withdrawal
-//! --withdrawal-calm` processes on the real broker and PostgreSQL (started through
+//! [--withdrawal-calm]` processes on the real broker and PostgreSQL (started through
 //! `scripts/infra-up.sh`; the test fails, never skips, if they cannot be started), driven by
 //! `rtgs withdraw`, which journals the world's setup (accounts opened and funded, chains, assets,
 //! vaults and timers registered) and then the requests. It checks that every request ends (none
 //! open), some COMPLETED, that only the owner talked to the simulated world, that the three
 //! centers' stored plugin states are one state and the databases reconcile, and that a center
 //! killed with SIGKILL resumes from its stored plugin state and agrees again after a second
-//! cycle; and that when the owner is killed mid-cycle a survivor takes over and every request
-//! still ends.
+//! cycle; that when the owner is killed mid-cycle a survivor takes over and every request
+//! still ends; and that with every fault of the simulated world on (dropped, stuck, replaced and
+//! reorged transactions, RPC timeouts, missing and duplicate webhooks, signer and screener
+//! timeouts) every request still ends in one state on the three centers, nothing is paid twice
+//! and the ledgers reconcile.
 //!
 //! The plugin's timers run on journal time, so these nodes run with idle ticks: their journals
 //! never stop growing, and a comparison of the databases waits for a moment when the three are
@@ -24,12 +27,13 @@ const CUSTOMERS: u64 = 10;
 const VAULTS: u64 = 2;
 const SEED: u64 = 7;
 
-/// A cluster whose three nodes run the withdrawal plugin over its calm simulated world.
-fn withdrawal_cluster(name: &str) -> Cluster {
+/// A cluster whose three nodes run the withdrawal plugin over its simulated world, calm or with
+/// every fault of the world on.
+fn withdrawal_cluster(name: &str, calm: bool) -> Cluster {
     let mut c = Cluster::new(name);
     for env in &mut c.extra_env {
         env.push(("RTGS_WITHDRAWAL".into(), "true".into()));
-        env.push(("RTGS_WITHDRAWAL_CALM".into(), "true".into()));
+        env.push(("RTGS_WITHDRAWAL_CALM".into(), calm.to_string()));
         env.push(("RTGS_WITHDRAWAL_CUSTOMERS".into(), CUSTOMERS.to_string()));
         env.push(("RTGS_WITHDRAWAL_VAULTS".into(), VAULTS.to_string()));
         env.push(("RTGS_CHAIN_SEED".into(), SEED.to_string()));
@@ -75,7 +79,7 @@ fn assert_cycle(report: &Value, requests: u64) {
 #[test]
 fn withdrawals_on_the_production_engine_all_end_in_one_state_and_survive_a_kill9() {
     let _one = lock();
-    let mut c = withdrawal_cluster("wdraw");
+    let mut c = withdrawal_cluster("wdraw", true);
     c.start_all();
     let report = run_withdraw(&c, &[]);
     assert_cycle(&report, REQUESTS);
@@ -118,7 +122,7 @@ fn withdrawals_on_the_production_engine_all_end_in_one_state_and_survive_a_kill9
 #[test]
 fn a_silent_owner_is_replaced_mid_cycle_and_every_withdrawal_still_ends() {
     let _one = lock();
-    let mut c = withdrawal_cluster("wown");
+    let mut c = withdrawal_cluster("wown", true);
     for env in &mut c.extra_env {
         env.push(("RTGS_OWNER_SILENCE_S".into(), "3".into()));
     }
@@ -150,4 +154,29 @@ fn a_silent_owner_is_replaced_mid_cycle_and_every_withdrawal_still_ends() {
         handed.is_some_and(|h| h > 0),
         "the new owner DC{owner} executed the plugin's effects: {handed:?}"
     );
+}
+
+/// The simulated world with every fault on (the calm flag off), on the production engine: every
+/// request ends, in one state on the three centers (their status figures and their stored plugin
+/// states), no withdrawal is settled twice (money is conserved, holds included: `rtgs
+/// reconcile`), and only the owner talked to the world.
+#[test]
+fn withdrawals_under_the_worlds_faults_all_end_in_one_state() {
+    let _one = lock();
+    let mut c = withdrawal_cluster("wfault", false);
+    c.start_all();
+    let report = run_withdraw(&c, &[]);
+    assert_eq!(u(&report["requests"]), REQUESTS, "{report}");
+    assert_eq!(u(&report["open"]), 0, "every request ended: {report}");
+    assert_eq!(report["plugin_state_consistent"], true, "{report}");
+    let s = c.statuses();
+    for (i, s) in s.iter().enumerate() {
+        let p = &s.as_ref().unwrap_or_else(|| panic!("DC{} has no status", i + 1))["plugins"];
+        assert_eq!(u(&p["withdrawal_requests"]), REQUESTS, "DC{}: {p}", i + 1);
+        assert_eq!(u(&p["withdrawal_open"]), 0, "DC{}: {p}", i + 1);
+    }
+    let handed: Vec<u64> = s.iter().flatten().map(|s| u(&s["plugins"]["effects_handed"])).collect();
+    assert!(handed[0] > 0 && handed[1] == 0 && handed[2] == 0, "effects handed per center: {handed:?}");
+    assert_stored_states_agree(&c, "withdrawal");
+    reconcile_eventually(&c);
 }

@@ -315,14 +315,23 @@ impl Cluster {
         query: &str,
         params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
     ) -> Vec<tokio_postgres::Row> {
+        self.sql_in(&format!("{}_dc{center}", self.prefix), query, params)
+    }
+
+    /// The rows of `query` in database `db` (a center's, or the sequencer's `{prefix}_seq`).
+    pub fn sql_in(
+        &self,
+        db: &str,
+        query: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Vec<tokio_postgres::Row> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap_or_else(|e| panic!("{e}"));
         rt.block_on(async {
             let pg = rtgs_pg::dev::PgSettings::from_env();
-            let db = format!("{}_dc{center}", self.prefix);
-            let pool = rtgs_pg::pool(&pg.host, pg.port, &pg.user, &pg.password, &db, 1)
+            let pool = rtgs_pg::pool(&pg.host, pg.port, &pg.user, &pg.password, db, 1)
                 .unwrap_or_else(|e| panic!("{e}"));
             let client = pool.get().await.unwrap_or_else(|e| panic!("{db}: {e}"));
             client.query(query, params).await.unwrap_or_else(|e| panic!("{db}: {e}"))
