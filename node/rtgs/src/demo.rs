@@ -875,8 +875,11 @@ fn matching_json(m: &rtgs_plugins::MatchingConfig, r: Matched, cluster: &Cluster
 }
 
 /// How long the withdrawal cycle may take (wall clock: the plugin's timers run on journal time,
-/// seconds in the demo's settings).
+/// seconds in the demo's settings): this, plus one second per [`WITHDRAWAL_WAIT_REQUESTS_PER_S`]
+/// requests (the simulated world's vaults bound how many are in flight at once: 100,000
+/// requests over 64 vaults per chain take about two minutes here).
 const WITHDRAWAL_WAIT_S: u64 = 120;
+const WITHDRAWAL_WAIT_REQUESTS_PER_S: u64 = 1_000;
 
 /// None open for this long ends the cycle (an operator's retry comes within 60 world seconds:
 /// 60 ms at the default scale).
@@ -903,7 +906,8 @@ fn withdrawal_cycle(
         .context("withdrawal requests")?;
     submit_plugin(cluster, requests)?;
     let n = w.requests;
-    let deadline = Instant::now() + Duration::from_secs(WITHDRAWAL_WAIT_S);
+    let wait_s = WITHDRAWAL_WAIT_S + n / WITHDRAWAL_WAIT_REQUESTS_PER_S;
+    let deadline = Instant::now() + Duration::from_secs(wait_s);
     let mut ended_since: Option<Instant> = None;
     loop {
         let f = cluster.plugin_figures(CenterId(1));
@@ -918,7 +922,7 @@ fn withdrawal_cycle(
             ended_since = None;
         }
         if Instant::now() > deadline {
-            eprintln!("withdrawal: not every withdrawal final after {WITHDRAWAL_WAIT_S} s; reporting");
+            eprintln!("withdrawal: not every withdrawal final after {wait_s} s; reporting");
             break;
         }
         match cluster.events().recv_timeout(Duration::from_millis(5)) {
