@@ -841,7 +841,14 @@ impl Center {
         self.plugins_dirty |= self.uncommitted.plugins_changed;
         if self.config.commit_on_apply {
             self.committed_through = self.replica.ledger().seq_applied();
-            self.ready_acks.append(&mut self.uncommitted.applied);
+            // One entry at a time on the hot path (`apply_in_hand`): a push, not a `memmove`
+            // call per entry (5 % of the embedded demo's CPU in a profile).
+            if let [one] = self.uncommitted.applied[..] {
+                self.ready_acks.push(one);
+                self.uncommitted.applied.clear();
+            } else {
+                self.ready_acks.append(&mut self.uncommitted.applied);
+            }
             self.uncommitted.plugins_changed = false;
         }
     }
