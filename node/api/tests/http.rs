@@ -283,13 +283,28 @@ async fn metrics_count_requests_by_route_and_status_and_finality_by_status() {
     assert_eq!(node.as_a("POST", "/v1/transfers", &transfer("M-3", 1, 2, "0")).await.0, 400);
     assert_eq!(node.as_a("POST", "/v1/transfers", &transfer("M-1", 1, 2, "1.00")).await.0, 202);
 
-    // Unsigned: an internal endpoint, answered to loopback callers only.
-    let (status, text) = node.send_raw("GET", "/metrics", &[], b"").await;
-    assert_eq!(status, 200, "{text}");
-    let value = |name: &str, labels: &[&str]| -> Option<f64> {
+    // Unsigned: an internal endpoint, answered to loopback callers only. An answer comes before
+    // its entry is final everywhere (M-2's rejection may be counted a moment later): read the
+    // metrics again until the nine finalities are counted (5 s at most), then check every figure.
+    let value_in = |text: &str, name: &str, labels: &[&str]| -> Option<f64> {
         let line = text.lines().find(|l| l.starts_with(name) && labels.iter().all(|x| l.contains(x)))?;
         line.rsplit(' ').next()?.parse().ok()
     };
+    let mut text = String::new();
+    for _ in 0..100 {
+        let (status, t) = node.send_raw("GET", "/metrics", &[], b"").await;
+        assert_eq!(status, 200, "{t}");
+        text = t;
+        let finals = ["ACCC", "RJCT"]
+            .iter()
+            .filter_map(|s| value_in(&text, "rtgs_finality_total{", &[&format!("status=\"{s}\"")]))
+            .sum::<f64>();
+        if finals >= 9.0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let value = |name: &str, labels: &[&str]| value_in(&text, name, labels);
     let transfers = "endpoint=\"/v1/transfers\"";
     assert_eq!(value("rtgs_ingress_requests_total{", &[transfers, "status=\"202\""]), Some(3.0), "{text}");
     assert_eq!(value("rtgs_ingress_requests_total{", &[transfers, "status=\"400\""]), Some(1.0), "{text}");
