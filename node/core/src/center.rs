@@ -605,12 +605,27 @@ impl Center {
     /// One ack message of center `from` (its own acks too, read back from the stream), at
     /// `position` in the stream as this center reads it.
     pub fn handle_acks(&mut self, from: CenterId, acks: &[Applied], position: u64, now_us: u64) {
+        self.take_acks(from, acks, Some(position), now_us);
+    }
+
+    /// Acks of center `from` that came *beside* the ack stream (the production engine's push
+    /// path: the same message, sent the moment it was published): counted at once, but they
+    /// play no part in the stream's bookkeeping — the stream still carries every ack, so the
+    /// resume position, rewinds and stall re-reads stay the stream's alone. An ack beyond the
+    /// tally window is simply not counted here (the stream brings it again).
+    pub fn handle_acks_pushed(&mut self, from: CenterId, acks: &[Applied], now_us: u64) {
+        self.take_acks(from, acks, None, now_us);
+    }
+
+    fn take_acks(&mut self, from: CenterId, acks: &[Applied], position: Option<u64>, now_us: u64) {
         let Some(seq_max) = acks.last().map(|a| a.seq) else { return };
         if from.0 == 0 || usize::from(from.0) > self.config.center_count {
             self.alarms.push(Alarm::InvalidAck { from, seq: seq_max });
             return;
         }
-        self.acks.read(position, seq_max);
+        if let Some(position) = position {
+            self.acks.read(position, seq_max);
+        }
         self.owner.acked(from, seq_max, now_us);
         if from != self.config.center {
             self.seq_acked_elsewhere = self.seq_acked_elsewhere.max(seq_max);
@@ -620,8 +635,10 @@ impl Center {
             match self.finalizer.handle_ack(from, *ack, &mut self.finals) {
                 AckResult::Deferred => {
                     // A center acks in seq order: the rest of the message is beyond too.
-                    self.acks.dropped(position, ack.seq);
-                    self.stats.acks_dropped_beyond_window += 1;
+                    if let Some(position) = position {
+                        self.acks.dropped(position, ack.seq);
+                        self.stats.acks_dropped_beyond_window += 1;
+                    }
                     break;
                 }
                 AckResult::Invalid => {

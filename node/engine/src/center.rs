@@ -30,6 +30,7 @@ mod publisher;
 use crate::broker::Broker;
 use crate::clock::{wall_us, Clock};
 use crate::error::{EngineError, Invariant};
+use crate::limits::PUSH_ACKS_MAX;
 use crate::limits::{
     ACK_QUEUE_BATCHES, COMMIT_QUEUE_COMMITS, JOURNAL_QUEUE_BATCHES, MERGED_COMMIT_ENTRIES_MAX,
     PUBLISH_QUEUE_ITEMS, PUSHED_STREAM_FETCH_WAIT, STREAM_FETCH_WAIT, TIMELINE_RUNS_MAX,
@@ -70,6 +71,10 @@ pub struct Faults {
     /// Ack this seq with a state hash that differs from the one this center computed, as a
     /// center whose state diverged would (0: off): finality must halt, nothing wrong final.
     pub diverge_at_seq: u64,
+    /// This center's acks go only by the push path, never to the topic (and the published mark
+    /// does not move), as if its node died each time before the broker confirmed them: a
+    /// restart without the fault must publish them all (ARCHITECTURE.md "The push path").
+    pub acks_push_only: bool,
 }
 
 /// What the center's tasks are given.
@@ -88,6 +93,8 @@ pub struct CenterInputs {
     pub outbox: SequencerStore,
     /// What the push path heard (`crate::push`; `None`: off).
     pub pushed: Option<mpsc::Receiver<crate::push::Pushed>>,
+    /// This center's ack notices, to the push path (`None`: off, or the ack drop drill runs).
+    pub push_acks: Option<mpsc::Sender<crate::push::Outgoing>>,
     /// Final notices straight to this node's API (`None`: no API).
     pub local_notices: Option<Arc<crate::api::LocalNotices>>,
     pub retry: PgRetry,
@@ -157,16 +164,15 @@ pub async fn start(i: CenterInputs) -> Result<Started, EngineError> {
         ack_next,
         catch_up_seq: None,
     };
-    // With the push path beside it, the journal reader is the record, the backstop and the path
-    // of large batches, not the fast path: it may wait longer per fetch (`limits`). Acks are not
-    // pushed (`crate::push`): their reader keeps the short wait.
-    let journal_wait = if i.pushed.is_some() { PUSHED_STREAM_FETCH_WAIT } else { STREAM_FETCH_WAIT };
+    // With the push path beside them, the journal and ack readers are the record and the
+    // backstop, not the fast path: they may wait long per fetch (`limits`).
+    let stream_wait = if i.pushed.is_some() { PUSHED_STREAM_FETCH_WAIT } else { STREAM_FETCH_WAIT };
     let journal_consumer = i.broker.assigned_consumer(
         &format!("ledger-{}", i.name),
         &format!("{}-ledger", i.name),
         &i.broker.topics.journal,
         stored.journal_offset + 1,
-        journal_wait,
+        stream_wait,
     )?;
     let journal_end = journal::end(&journal_consumer, &i.broker.topics.journal);
     let mut center = Center::new(config, restore, i.clock.now_us());
@@ -181,6 +187,26 @@ pub async fn start(i: CenterInputs) -> Result<Started, EngineError> {
     let (acks_tx, acks_rx) = mpsc::channel(ACK_QUEUE_BATCHES);
     let (commit_tx, commit_rx) = mpsc::channel(COMMIT_QUEUE_COMMITS);
     let (publish_tx, publish_rx) = mpsc::channel(PUBLISH_QUEUE_ITEMS);
+    // This center's acks the broker confirmed (ARCHITECTURE.md "The push path"): pushed acks
+    // can make a seq final before this center's ack of it is in the topic, so every ack after
+    // the stored mark is published again now — a center that missed the pushes (it was down, or
+    // its push session was cut) reads the topic and must find them there. Without a stored mark
+    // (a database from before migration 0008, whose node pushed no acks) the acks were in the
+    // topic up to the first unfinal seq, as the stream alone finalized.
+    let published_through =
+        stored.acks_published_through.unwrap_or(stored.seq_unfinal_first.saturating_sub(1)).min(seq_applied);
+    let acks_confirmed = Arc::new(AtomicU64::new(published_through));
+    if published_through < seq_applied {
+        tracing::info!(
+            center = %i.name,
+            seq = published_through + 1,
+            "acks of seqs {}..={seq_applied} published again (not confirmed in the topic before the restart)",
+            published_through + 1
+        );
+        publish_tx
+            .try_send(publisher::Outgoing::ReackThrough(published_through + 1, seq_applied))
+            .map_err(|_| EngineError::TaskGone("publisher"))?;
+    }
     let (committed_tx, committed_rx) = watch::channel(seq_applied);
     let (announced_tx, announced_rx) = watch::channel(0);
     let (rewind_tx, rewind_rx) = watch::channel(Rewind { generation: 0, position: ack_next });
@@ -190,7 +216,7 @@ pub async fn start(i: CenterInputs) -> Result<Started, EngineError> {
         faults: i.faults,
         tx: journal_tx,
     };
-    let ack_reader = acks::Reader::new(&i.name, &i.broker, ack_next, rewind_rx, acks_tx, STREAM_FETCH_WAIT)?;
+    let ack_reader = acks::Reader::new(&i.name, &i.broker, ack_next, rewind_rx, acks_tx, stream_wait)?;
     // Everything applied is committed (the watermark is the stored one).
     i.commit_stats.seq_committed.store(seq_applied, Ordering::Relaxed);
     let committer = committer::Committer {
@@ -202,6 +228,7 @@ pub async fn start(i: CenterInputs) -> Result<Started, EngineError> {
         feed: i.feed,
         stats: i.commit_stats,
         metrics: Arc::clone(&i.metrics),
+        acks_confirmed: Arc::clone(&acks_confirmed),
     };
     let publisher = publisher::Publisher {
         name: i.name.clone(),
@@ -215,6 +242,7 @@ pub async fn start(i: CenterInputs) -> Result<Started, EngineError> {
         rx: publish_rx,
         announced: announced_tx,
         stats: i.publish_stats,
+        acks_confirmed,
     };
     let driver = Driver {
         name: i.name,
@@ -224,6 +252,7 @@ pub async fn start(i: CenterInputs) -> Result<Started, EngineError> {
         journal: journal_rx,
         acks: acks_rx,
         pushed: i.pushed,
+        push_acks: i.push_acks,
         local_notices: i.local_notices,
         journal_turn: true,
         committed: committed_rx,
@@ -264,6 +293,8 @@ struct Driver {
     acks: mpsc::Receiver<AckBatch>,
     /// What the push path heard (`crate::push`).
     pushed: Option<mpsc::Receiver<crate::push::Pushed>>,
+    /// This center's ack notices, to the push path.
+    push_acks: Option<mpsc::Sender<crate::push::Outgoing>>,
     /// Final notices straight to this node's API.
     local_notices: Option<Arc<crate::api::LocalNotices>>,
     /// Journal and acks take turns when both are ready (neither starves the other).
@@ -350,14 +381,38 @@ impl Driver {
         }
     }
 
-    /// Entries the push path heard: as from the journal, without a position.
-    fn on_pushed(&mut self, entries: crate::push::Pushed) {
-        // A center catching up reads the journal; entries far ahead of it would only crowd its
-        // gap buffer (and be dropped and pulled): the journal brings them.
-        let ahead = entries.first().map_or(0, |e| e.seq.saturating_sub(self.center.seq_next()));
-        if ahead <= PUSHED_AHEAD_MAX {
-            self.note_epoch(&entries);
-            self.center.handle_entries(entries.into_iter().map(|e| (e, 0)), None, self.clock.now_us());
+    /// What the push path heard: entries as from the journal (without a position), acks beside
+    /// the stream (`Center::handle_acks_pushed`).
+    fn on_pushed(&mut self, pushed: crate::push::Pushed) {
+        let now = self.clock.now_us();
+        match pushed {
+            crate::push::Pushed::Entries(entries) => {
+                // A center catching up reads the journal; entries far ahead of it would only
+                // crowd its gap buffer (and be dropped and pulled): the journal brings them.
+                let ahead = entries.first().map_or(0, |e| e.seq.saturating_sub(self.center.seq_next()));
+                if ahead <= PUSHED_AHEAD_MAX {
+                    self.note_epoch(&entries);
+                    self.center.handle_entries(entries.into_iter().map(|e| (e, 0)), None, now)
+                }
+            }
+            crate::push::Pushed::Acks(from, acks) => {
+                let before = self.center.seq_unfinal_first();
+                self.center.handle_acks_pushed(from, &acks, now);
+                self.note_acked(from, &acks);
+                let after = self.center.seq_unfinal_first();
+                if after > before {
+                    self.finalized(before, after);
+                }
+            }
+        }
+    }
+
+    /// How far each center acked, for the lag metric (an invalid sender is the `Center`'s
+    /// alarm, not a figure).
+    fn note_acked(&mut self, from: CenterId, acks: &[rtgs_core::ledger::Applied]) {
+        let index = usize::from(from.0).checked_sub(1);
+        if let (Some(seen), Some(last)) = (index.and_then(|i| self.local.seq_acked.get_mut(i)), acks.last()) {
+            *seen = (*seen).max(last.seq);
         }
     }
 
@@ -370,14 +425,7 @@ impl Driver {
         for m in batch.messages {
             let before = self.center.seq_unfinal_first();
             self.center.handle_acks(m.from, &m.acks, m.offset, self.clock.now_us());
-            // How far each center acked, for the lag metric (an invalid sender is the `Center`'s
-            // alarm, not a figure).
-            let index = usize::from(m.from.0).checked_sub(1);
-            if let (Some(seen), Some(last)) =
-                (index.and_then(|i| self.local.seq_acked.get_mut(i)), m.acks.last())
-            {
-                *seen = (*seen).max(last.seq);
-            }
+            self.note_acked(m.from, &m.acks);
             let after = self.center.seq_unfinal_first();
             if after > before {
                 self.finalized(before, after);
@@ -427,6 +475,14 @@ impl Driver {
             self.rewind.send(rewind).map_err(|_| EngineError::TaskGone("ack reader"))?;
         }
         let mut outgoing = Vec::new();
+        if let (Some(push), 1..=PUSH_ACKS_MAX) = (&self.push_acks, self.out.acks.len()) {
+            // Pushed here, not by the publisher: they must not queue behind its broker round
+            // trips. A full queue skips them, and many at once are left to the broker (a load
+            // that big does not wait on this hop): the broker carries them anyway.
+            for notice in crate::push::ack_notices(self.center.config().center, &self.out.acks) {
+                let _ = push.try_send((rtgs_pg::sequencer_store::ACKS_CHANNEL, notice));
+            }
+        }
         if !self.out.acks.is_empty() {
             outgoing.push(Outgoing::Acks(std::mem::take(&mut self.out.acks)));
         }

@@ -28,9 +28,9 @@
 //!   outbox published again, the broker generation raised.
 //! * [`log`] — the node's log: `tracing` events with structured fields, as the human line or
 //!   JSON lines.
-//! * [`push`] — the push path: small journal batches and the API's inbound messages also through
-//!   PostgreSQL `LISTEN`/`NOTIFY` on the sequencer database, for latency (the broker stays the
-//!   record).
+//! * [`push`] — the push path: small journal batches, acks and the API's inbound messages also
+//!   through PostgreSQL `LISTEN`/`NOTIFY` on the sequencer database, for latency (the broker stays
+//!   the record).
 //!
 //! **Per-task inputs.** Each task is handed what it needs — its settings, its channels, its
 //! figures, the metrics — and nothing else; there is no node-wide bag every task reads.
@@ -341,6 +341,11 @@ async fn start(
         store: CenterStore::new(center_pool),
         outbox: SequencerStore::new(outbox_pool),
         pushed,
+        // The ack drills (dropped acks must be recovered by re-acks; a diverged ack must halt
+        // finality) change acks in the publisher: no push beside them.
+        push_acks: push_out
+            .clone()
+            .filter(|_| config.faults.drop_acks_one_in == 0 && config.faults.diverge_at_seq == 0),
         local_notices: local_notices.as_ref().map(|(l, _)| Arc::clone(l)),
         retry: retry.clone(),
         plugins: router,

@@ -215,10 +215,14 @@ pub const LEASE_POOL_CONNECTIONS: usize = 1;
 
 // ---- the push path (`push`) -----------------------------------------------------------------
 
+/// Acks per pushed ack message: 10 bytes each, base64 within PostgreSQL's 8,000-byte payload.
+pub const PUSH_ACKS_PER_NOTICE: usize = 500;
+/// A commit's acks are pushed only up to this many (beyond, the broker alone carries them).
+pub const PUSH_ACKS_MAX: usize = 2 * PUSH_ACKS_PER_NOTICE;
 /// Notices heard but not yet handed to the center task, and pushed items waiting for the center
 /// task (each ≤ one journal batch or one ack message); full: skipped, the broker brings them.
 pub const PUSH_QUEUE_ITEMS: usize = 256;
-/// Notices waiting to be sent (inbound messages); full: skipped (the broker carries them).
+/// Notices waiting to be sent (acks, inbound messages); full: skipped (the broker carries them).
 pub const PUSH_OUT_QUEUE: usize = 256;
 /// Inbound messages up to this size are pushed (base64 and the offset within PostgreSQL's
 /// 8,000-byte payload); larger ones go through the broker alone.

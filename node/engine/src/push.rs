@@ -9,56 +9,61 @@
 //! three-node cluster already kept it at ~1 core with 10 ms waits). See bench/README.md
 //! "Production latency".
 //!
-//! **Decision.** Two hops are also *pushed* through the sequencer's PostgreSQL database, which
-//! every center already talks to — small things only: under a load that makes batches large
-//! the broker's hop is not what a payment waits for, and pushing them would cost the CPU the
-//! load needs (measured: pushing every batch and ack halved the throughput here).
+//! **Decision.** The hops are also *pushed* through the sequencer's PostgreSQL database, which
+//! every center already talks to — small things only: under a load that makes batches large the
+//! broker's hop is not what a payment waits for, and pushing them would cost the CPU the load
+//! needs (measured: pushing every batch and ack halved the throughput here).
 //! * the sequencer leader announces each small batch it records on [`JOURNAL_CHANNEL`] **inside
 //!   the batch's transaction** (PostgreSQL delivers a notification at commit and never for a
 //!   rolled-back transaction: only durable batches are pushed, exactly as only durable batches
 //!   are published);
-//! * a node's API pushes each small inbound message on [`INBOUND_CHANNEL`] once the broker
-//!   stored it, with its offset (the leader takes it only in offset order: `crate::sequencer`).
+//! * each center's task pushes its small ack messages on [`ACKS_CHANNEL`] (after the commit that
+//!   made them true, as for the broker). A seq can then be final before this center's ack of it
+//!   is in the topic; so each center notes with its commits how far the broker confirmed its own
+//!   acks (`acks_published_through`, center migration 0008), and a restarted center publishes
+//!   every ack after that mark again (`center::start`): a center that missed the pushes finds in
+//!   the topic every ack it waits for, as when only the stream finalized;
+//! * a node's API pushes each small inbound message on [`INBOUND_CHANNEL`] once the broker stored
+//!   it, with its offset (the leader takes it only in offset order: `crate::sequencer`).
 //!
-//! This task listens on both and hands what it hears to the center task, which feeds the
-//! `Center` exactly as journal messages without a position, and to the sequencer. **The broker
-//! stays the journal of record**: every batch and command still goes through it and is read
-//! from it. A notification that is lost (a listener reconnecting, a full queue here) costs time,
-//! never an entry: the broker brings it. Entries that arrive twice are duplicates the `Center`
-//! already ignores.
+//! This task listens on all three and hands what it hears to the center task, which feeds the
+//! `Center` exactly as journal messages without a position and acks beside the stream
+//! (`Center::handle_acks_pushed`), and to the sequencer. **The broker stays the journal of
+//! record**: every batch, ack and command still goes through it and is read from it; the stream
+//! positions, resume points, rewinds and re-acks are the broker's alone. A notification that is
+//! lost (a listener reconnecting, a full queue here) costs time, never an entry: the broker
+//! brings it. Entries and acks that arrive twice are duplicates the `Center` already ignores.
 //!
-//! **Acks are not pushed.** They were, counted beside the stream, and drill k (the broker killed
-//! and restarted under load; every node restarts itself when the broker is gone) stood still for
-//! good: finality reached from pushed acks lets a center pass seqs whose acks never reached the
-//! stream (their publisher died with the node), and a restarted center re-acks only from its
-//! first unfinal seq — so a center that had not finalized them yet waited for acks nobody would
-//! publish again. Finality from the stream alone keeps the invariant the re-ack rule rests on:
-//! two acks of every final seq are in the stream. (Pushing them again needs each center to
-//! persist how far its acks were confirmed in the stream and re-ack from there after a restart.)
-//!
-//! The notices to this node's own API are in-process (`crate::api`).
+//! The fourth hop, the notices to this node's own API, is in-process (`crate::api`).
 
 use crate::error::EngineError;
-use crate::limits::{PUSH_INBOUND_BYTES_MAX, PUSH_QUEUE_ITEMS, PUSH_RECONNECT_PAUSE};
+use crate::limits::{PUSH_ACKS_PER_NOTICE, PUSH_INBOUND_BYTES_MAX, PUSH_QUEUE_ITEMS, PUSH_RECONNECT_PAUSE};
 use base64::Engine;
 use futures_util::StreamExt;
 use rtgs_core::codec;
-use rtgs_core::entry::Entry;
-use rtgs_pg::sequencer_store::{INBOUND_CHANNEL, JOURNAL_CHANNEL};
+use rtgs_core::entry::{CenterId, Entry};
+use rtgs_core::ledger::Applied;
+use rtgs_kafka::wire;
+use rtgs_pg::sequencer_store::{ACKS_CHANNEL, INBOUND_CHANNEL, JOURNAL_CHANNEL};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::mpsc;
 use tokio_postgres::AsyncMessage;
 
-/// What the push path heard, for the center task: a recorded batch's entries (durable in the
-/// outbox).
-pub type Pushed = Vec<Entry>;
+/// What the push path heard, for the center task.
+pub enum Pushed {
+    /// A recorded batch's entries (durable in the outbox).
+    Entries(Vec<Entry>),
+    /// One ack message of a center.
+    Acks(CenterId, Vec<Applied>),
+}
 
 /// Counters of the push path (in the node's status).
 #[derive(Default)]
 pub struct PushStats {
     pub journal_notices: AtomicU64,
+    pub ack_notices: AtomicU64,
     /// Notices that could not be used (did not decode, or the queue to the center was full):
     /// the broker brings what they carried.
     pub skipped: AtomicU64,
@@ -78,9 +83,24 @@ pub fn inbound_notice(offset: i64, body: &[u8]) -> Option<String> {
         .then(|| format!("{offset}:{}", base64::engine::general_purpose::STANDARD.encode(body)))
 }
 
+/// Encodes this center's acks for [`ACKS_CHANNEL`]: ack messages of at most
+/// [`PUSH_ACKS_PER_NOTICE`] (within PostgreSQL's 8,000-byte payload), base64.
+pub fn ack_notices(center: CenterId, acks: &[Applied]) -> Vec<String> {
+    let mut out = Vec::new();
+    for run in acks.chunk_by(|a, b| a.seq + 1 == b.seq) {
+        for chunk in run.chunks(PUSH_ACKS_PER_NOTICE) {
+            if let Some(body) = wire::encode_acks(center, chunk) {
+                out.push(base64::engine::general_purpose::STANDARD.encode(body));
+            }
+        }
+    }
+    out
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Heard {
     Journal,
+    Acks,
     Inbound,
 }
 
@@ -96,7 +116,7 @@ pub struct Push {
     /// Inbound messages pushed by the APIs, to this node's sequencer (it uses them when it
     /// leads; full: skipped).
     pub to_sequencer: mpsc::Sender<InboundPushed>,
-    /// Notices to send: its API's inbound messages.
+    /// Notices to send: this center's acks (publisher), its API's inbound messages.
     pub out: mpsc::Receiver<Outgoing>,
     pub stats: Arc<PushStats>,
 }
@@ -118,7 +138,7 @@ impl Push {
         }
     }
 
-    /// One connection: listen, forward, send this node's notices. Returns why it ended.
+    /// One connection: listen, forward, send this center's ack notices. Returns why it ended.
     async fn session(&mut self) -> String {
         let (client, mut connection) = match tokio_postgres::connect(&self.conn, tokio_postgres::NoTls).await
         {
@@ -136,6 +156,7 @@ impl Push {
                     Ok(AsyncMessage::Notification(n)) => {
                         let heard = match n.channel() {
                             JOURNAL_CHANNEL => Heard::Journal,
+                            ACKS_CHANNEL => Heard::Acks,
                             _ => Heard::Inbound,
                         };
                         if heard_tx.try_send((heard, n.payload().to_owned())).is_err() {
@@ -148,12 +169,12 @@ impl Push {
             }
             "connection closed".to_owned()
         });
-        let listen = format!("LISTEN {JOURNAL_CHANNEL}; LISTEN {INBOUND_CHANNEL}");
+        let listen = format!("LISTEN {JOURNAL_CHANNEL}; LISTEN {ACKS_CHANNEL}; LISTEN {INBOUND_CHANNEL}");
         if let Err(e) = client.batch_execute(&listen).await {
             driver.abort();
             return format!("LISTEN failed: {e}");
         }
-        // Nothing to send (no API): listening goes on.
+        // Nothing to send (no API, no acks to push): listening goes on.
         let mut sending = true;
         let why = loop {
             tokio::select! {
@@ -200,18 +221,29 @@ impl Push {
             }
             return Ok(());
         }
-        if !self.journal {
-            return Ok(());
-        }
-        self.stats.journal_notices.fetch_add(1, Ordering::Relaxed);
-        let Ok(frames) = base64::engine::general_purpose::STANDARD.decode(payload) else {
-            return self.skipped();
+        let pushed = if heard == Heard::Journal {
+            if !self.journal {
+                return Ok(());
+            }
+            self.stats.journal_notices.fetch_add(1, Ordering::Relaxed);
+            let Ok(frames) = base64::engine::general_purpose::STANDARD.decode(payload) else {
+                return self.skipped();
+            };
+            let mut entries = Vec::new();
+            if codec::decode_frames(&frames, &mut entries).is_err() {
+                return self.skipped();
+            }
+            Pushed::Entries(entries)
+        } else {
+            self.stats.ack_notices.fetch_add(1, Ordering::Relaxed);
+            let Ok(body) = base64::engine::general_purpose::STANDARD.decode(payload) else {
+                return self.skipped();
+            };
+            let mut acks = Vec::new();
+            let Some(from) = wire::decode_acks(&body, &mut acks) else { return self.skipped() };
+            Pushed::Acks(from, acks)
         };
-        let mut entries = Vec::new();
-        if codec::decode_frames(&frames, &mut entries).is_err() {
-            return self.skipped();
-        }
-        if self.to_center.try_send(entries).is_err() {
+        if self.to_center.try_send(pushed).is_err() {
             self.skip();
         }
         Ok(())
@@ -225,5 +257,28 @@ impl Push {
     fn skipped(&self) -> Result<(), String> {
         self.skip();
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtgs_core::entry::Outcome;
+
+    #[test]
+    fn ack_notices_fit_a_notify_payload_and_decode_to_the_acks() {
+        let acks: Vec<Applied> = (1..=2_000u64)
+            .chain(5_000..5_010)
+            .map(|seq| Applied { seq, outcome: Outcome::Accepted, state_hash: seq * 7 })
+            .collect();
+        let notices = ack_notices(CenterId(2), &acks);
+        assert_eq!(notices.len(), 5, "2,000 contiguous in four, the separate run in one");
+        let mut back = Vec::new();
+        for n in &notices {
+            assert!(n.len() < 8_000, "PostgreSQL refuses payloads of 8,000 bytes or more: {}", n.len());
+            let body = base64::engine::general_purpose::STANDARD.decode(n).unwrap();
+            assert_eq!(wire::decode_acks(&body, &mut back), Some(CenterId(2)));
+        }
+        assert_eq!(back, acks);
     }
 }

@@ -312,6 +312,7 @@ impl Status {
             "push".into(),
             serde_json::json!({
                 "journal_notices": push.journal_notices.load(Ordering::Relaxed),
+                "ack_notices": push.ack_notices.load(Ordering::Relaxed),
                 "skipped": push.skipped.load(Ordering::Relaxed),
                 "reconnects": push.reconnects.load(Ordering::Relaxed),
             }),

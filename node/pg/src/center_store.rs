@@ -42,6 +42,9 @@ pub struct Stored {
     pub seq_unfinal_first: Seq,
     pub ack_offset: i64,
     pub seq_notice_from: Seq,
+    /// Every seq up to here has this center's ack in the applied-acks topic (the broker confirmed
+    /// it); `None`: not known (a database from before migration 0008).
+    pub acks_published_through: Option<Seq>,
 }
 
 impl Stored {
@@ -109,6 +112,17 @@ impl CenterStore {
     /// refuses one that does not follow the watermark. `plugins` says what happens to the stored
     /// plugin state, in the same transaction, at the commit's last seq.
     pub async fn commit(&self, c: &Commit, plugins: PluginSave<'_>) -> Result<(), StoreError> {
+        self.commit_noting(c, plugins, None).await
+    }
+
+    /// [`Self::commit`], noting in the same transaction how far the broker confirmed this
+    /// center's own acks (`None`: as stored). Only the publisher knows; the value is monotone.
+    pub async fn commit_noting(
+        &self,
+        c: &Commit,
+        plugins: PluginSave<'_>,
+        acks_published_through: Option<Seq>,
+    ) -> Result<(), StoreError> {
         if c.entries.len() != c.applied.len() {
             return Err(StoreError::Corrupt("entries and acks differ in length".into()));
         }
@@ -176,7 +190,9 @@ impl CenterStore {
         tx.execute(
             &tx.prepare_cached(
                 "UPDATE watermark SET seq_unfinal_first = $1, ack_offset = $2, seq_notice_from = $3,
-                    journal_offset = COALESCE($4, journal_offset), updated_at = now() WHERE id = 1",
+                    journal_offset = COALESCE($4, journal_offset),
+                    acks_published_through = GREATEST(acks_published_through, $5), updated_at = now()
+                  WHERE id = 1",
             )
             .await?,
             &[
@@ -184,6 +200,7 @@ impl CenterStore {
                 &offset_before(p.ack_next)?,
                 &i64_of(p.seq_notice_from)?,
                 &journal_offset,
+                &acks_published_through.map(i64_of).transpose()?,
             ],
         )
         .await?;
@@ -347,7 +364,7 @@ impl CenterStore {
             .query_one(
                 "SELECT w.seq_applied, w.state_hash, w.journal_offset, w.seq_unfinal_first, w.ack_offset,
                         COALESCE((SELECT timestamp_us FROM applied_entry WHERE seq = w.seq_applied), 0),
-                        w.seq_notice_from
+                        w.seq_notice_from, w.acks_published_through
                    FROM watermark w WHERE id = 1",
                 &[],
             )
@@ -406,6 +423,7 @@ impl CenterStore {
             seq_unfinal_first: w.get::<_, i64>(3) as u64,
             ack_offset: w.get(4),
             seq_notice_from: w.get::<_, i64>(6) as u64,
+            acks_published_through: w.get::<_, Option<i64>>(7).map(|s| s as u64),
         })
     }
 }

@@ -67,6 +67,8 @@ pub const JOURNAL_NOTICES_MAX: usize = 4;
 /// submitted there too, once the broker stored it, with its offset: the leader sequences it
 /// from there in offset order as if read from the topic).
 pub const INBOUND_CHANNEL: &str = "rtgs_inbound";
+/// The push path's channel for acks (`rtgs-engine`'s publisher sends each ack message there too).
+pub const ACKS_CHANNEL: &str = "rtgs_acks";
 /// A notice's frame is at most this large (base64 within PostgreSQL's 8,000-byte payload).
 pub const JOURNAL_NOTICE_INLINE_BYTES_MAX: usize = 5_600;
 

@@ -75,9 +75,41 @@ async fn migrations_apply_once() {
             "0004_plugin_state",
             "0005_holds",
             "0006_broker_generation",
-            "0007_statement_line"
+            "0007_statement_line",
+            "0008_acks_published"
         ]
     );
+}
+
+/// How far the broker confirmed a center's own acks: 0 on a fresh database, moved by the
+/// commits that note it, never backwards, kept by those that do not.
+#[tokio::test]
+async fn the_acks_published_mark_only_moves_forward() {
+    let store = CenterStore::new(fresh("rtgs_test_acks_published", Schema::Center).await);
+    let mark = |s: &CenterStore| {
+        let s = s.clone();
+        async move { s.load().await.unwrap_or_else(|e| panic!("{e}")).acks_published_through }
+    };
+    assert_eq!(mark(&store).await, Some(0), "a fresh center published nothing");
+    let progress_only = Commit {
+        applied: Vec::new(),
+        entries: Vec::new(),
+        changed: ChangedRows::default(),
+        lines: Vec::new(),
+        funded: Vec::new(),
+        plugins_changed: false,
+        journal_next: None,
+        progress: Progress {
+            final_ranges: Vec::new(),
+            seq_unfinal_first: 1,
+            ack_next: 0,
+            seq_notice_from: 1,
+        },
+    };
+    for (noted, want) in [(Some(5), 5), (Some(3), 5), (None, 5), (Some(9), 9)] {
+        store.commit_noting(&progress_only, PluginSave::None, noted).await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(mark(&store).await, Some(want), "after noting {noted:?}");
+    }
 }
 
 #[tokio::test]

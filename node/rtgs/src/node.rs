@@ -52,6 +52,10 @@ pub struct NodeArgs {
     /// if the broker lost it; finality must recover by publishing acks again). 0: off.
     #[arg(long, env = "RTGS_FAULT_DROP_ACKS_ONE_IN", default_value_t = 0, hide = true)]
     pub fault_drop_acks_one_in: u64,
+    /// Fault injection for drills: this center's acks go only by the push path, never to the
+    /// topic (as if its node died each time before the broker confirmed them).
+    #[arg(long, env = "RTGS_FAULT_ACKS_PUSH_ONLY", hide = true)]
+    pub fault_acks_push_only: bool,
     /// The log on stderr: `human` (the line an operator reads, default) or `json` (one object per
     /// line with every field — center, seq, epoch, bmi — for a log shipper).
     #[arg(long, env = "RTGS_LOG_FORMAT", default_value = "human")]
@@ -148,6 +152,7 @@ impl NodeArgs {
             faults: Faults {
                 drop_journal_one_in: self.fault_drop_journal_one_in,
                 drop_acks_one_in: self.fault_drop_acks_one_in,
+                acks_push_only: self.fault_acks_push_only,
                 diverge_at_seq: self.fault_diverge_at_seq,
             },
             idle_tick: !self.no_idle_tick,

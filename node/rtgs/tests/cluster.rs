@@ -4,7 +4,7 @@
 //! databases reconcile (`rtgs reconcile`: same balances, same state hash, money conserved) and
 //! that every submitted `bmi` was applied exactly once in every center and is final.
 //!
-//! Drills i and j are the operator's view: `rtgs status` against the nodes' `/status`, and
+//! Drill r is the push path's acks across a restart. Drills i and j are the operator's view: `rtgs status` against the nodes' `/status`, and
 //! `rtgs reconcile` while transfers flow.
 //!
 //! Each drill has its own topic prefix and databases. The drills run one at a time (they share
@@ -48,10 +48,10 @@ fn a_normal_run_of_50000_transfers_reconciles() {
     );
     let human = std::fs::read_to_string(c.dir.join("dc1.log")).unwrap_or_default();
     assert!(human.lines().any(|l| l == "DC1: running"), "DC1's human log: {human}");
-    // The push path carried journal batches beside the broker, without a reconnect.
+    // The push path carried journal batches and acks beside the broker, without a reconnect.
     for s in s.iter().flatten() {
         let p = &s["push"];
-        assert!(u(&p["journal_notices"]) > 0, "{}: push {p}", s["center"]);
+        assert!(u(&p["journal_notices"]) > 0 && u(&p["ack_notices"]) > 0, "{}: push {p}", s["center"]);
         assert_eq!(u(&p["reconnects"]), 0, "{}: push {p}", s["center"]);
     }
 }
@@ -667,10 +667,81 @@ fn q_the_push_path_cut_twice_or_off_loses_nothing() {
         let s = s.as_ref().unwrap_or_else(|| panic!("DC{} wrote no status", i + 1));
         let p = &s["push"];
         if i == 2 {
-            assert_eq!(u(&p["journal_notices"]), 0, "DC3 runs without: {p}");
+            assert_eq!(u(&p["journal_notices"]) + u(&p["ack_notices"]), 0, "DC3 runs without: {p}");
         } else {
             assert!(u(&p["reconnects"]) >= 1, "DC{} made its push session again: {p}", i + 1);
             assert!(u(&p["journal_notices"]) > 0, "DC{}: {p}", i + 1);
         }
     }
+}
+
+/// r. Acks that only went by the push path reach the topic after a restart. DC1 and DC2 run with
+/// their acks pushed and never published (`RTGS_FAULT_ACKS_PUSH_ONLY`: as if each node died
+/// before the broker confirmed them), DC3 is down: the two finalize everything from the pushed
+/// acks alone, and the topic holds none of their acks. Both are killed and started again
+/// without the fault, and DC3 comes back: it reads the topic, where it can find the acks it needs
+/// only if a restarted center publishes every ack after its published mark (center migration
+/// 0008). Before that rule a restart re-acked from its first unfinal seq — nothing here, all
+/// final — and DC3's finality stood still for good (drill k caught it once, by chance).
+#[test]
+fn r_acks_that_went_only_by_push_reach_the_topic_after_a_restart() {
+    let _one = lock();
+    let mut c = Cluster::new("r");
+    const FAULT: &str = "RTGS_FAULT_ACKS_PUSH_ONLY";
+    for env in &mut c.extra_env[..2] {
+        env.push((FAULT.into(), "true".into()));
+    }
+    c.start(1);
+    c.start(2);
+    c.wait("a sequencer leader among DC1 and DC2", 60, |s| {
+        s[..2].iter().flatten().filter(|s| s["leader"] == true).count() == 1
+            && s[..2].iter().all(Option::is_some)
+    });
+    // Small commits (a slow rate): a commit's acks are pushed only up to 1,000.
+    let report = c.load_finish(c.load_spawn(
+        "R",
+        &[
+            "--transfers",
+            "3000",
+            "--accounts",
+            "200",
+            "--rate",
+            "500",
+            "--timeout-s",
+            "120",
+            "--origins",
+            "1,2",
+        ],
+    ));
+    assert_eq!(report["ok"], true, "DC1 and DC2 finalize from pushed acks alone: {report}");
+    // Everything each of them applied is final there (their status files come every 2 s).
+    c.wait("all final at DC1 and DC2", 30, |s| {
+        s[..2].iter().all(|s| {
+            s.as_ref().is_some_and(|s| {
+                u(&s["seq_applied"]) > 3000 && u(&s["seq_unfinal_first"]) > u(&s["seq_applied"])
+            })
+        })
+    });
+    let s = c.statuses();
+    let marks: Vec<u64> = s[..2].iter().flatten().map(|s| u(&s["seq_unfinal_first"])).collect();
+    c.kill9(1);
+    c.kill9(2);
+    for env in &mut c.extra_env[..2] {
+        env.retain(|(k, _)| k != FAULT);
+    }
+    c.start(1);
+    c.start(2);
+    c.start(3);
+    let waited = c.wait("DC3 to finalize what DC1 and DC2 finalized", 90, |s| {
+        s[2].as_ref().is_some_and(|s| u(&s["seq_unfinal_first"]) >= marks[0].min(marks[1]))
+    });
+    eprintln!("r: DC3 finalized the pushed-only seqs {waited:?} after the restarts");
+    for center in 1..=2 {
+        assert!(
+            c.log(center).contains("published again (not confirmed in the topic before the restart)"),
+            "DC{center} did not publish its acks again:\n{}",
+            c.log(center)
+        );
+    }
+    c.settle_and_check("R", 3000);
 }

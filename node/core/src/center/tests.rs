@@ -681,3 +681,50 @@ fn a_restart_publishes_its_committed_unfinal_acks_again_at_once() {
     assert_eq!(c.centers[0].seq_unfinal_first(), 7);
     assert_eq!(c.centers[0].stats().reacks, 0, "a restart is not a stall");
 }
+
+#[test]
+fn pushed_acks_finalize_at_once_and_leave_the_ack_stream_its_own_bookkeeping() {
+    let mut c = Cluster::new(3, 30, |i| config(i, 3));
+    for i in 0..3 {
+        c.deliver(i, 1..=30);
+    }
+    // Every center committed and published its acks; nobody has read the stream yet.
+    assert_eq!(c.stream.len(), 3);
+    let published = c.stream.clone();
+    for i in 0..3 {
+        assert_eq!(c.centers[i].seq_unfinal_first(), 1, "nothing final before any ack is read");
+        for (from, acks) in &published {
+            c.centers[i].handle_acks_pushed(*from, acks, c.now);
+            c.pump(i);
+        }
+        assert_eq!(c.centers[i].seq_unfinal_first(), 31, "DC{}: the pushed acks finalize", i + 1);
+        // The stream was not read: a restart must still read it from its start.
+        assert_eq!(c.centers[i].progress().ack_next, 0, "DC{}: pushed acks move no stream position", i + 1);
+    }
+    let notices: Vec<usize> = c.notices.iter().map(Vec::len).collect();
+    // The stream's copies come later: duplicates, nothing counted twice, nothing announced twice.
+    c.settle();
+    for (i, announced) in notices.iter().enumerate() {
+        assert_eq!(c.centers[i].seq_unfinal_first(), 31);
+        assert_eq!(c.notices[i].len(), *announced, "DC{} announced nothing again", i + 1);
+        assert_eq!(c.centers[i].progress().ack_next, 3, "DC{}: the stream read through", i + 1);
+    }
+    assert!(c.alarms.is_empty(), "{:?}", c.alarms);
+}
+
+#[test]
+fn a_pushed_ack_beyond_the_window_is_not_counted_and_asks_for_no_rewind() {
+    let window = 8;
+    let mut c = Cluster::new(3, 30, |i| CenterConfig { finalizer_window_seqs: window, ..config(i, 3) });
+    c.deliver(1, 1..=30);
+    let (from, acks) = c.stream.last().cloned().expect("DC2 published its acks");
+    c.centers[0].handle_acks_pushed(from, &acks, c.now);
+    c.pump(0);
+    assert_eq!(c.rewinds, Vec::<u64>::new(), "a pushed ack never makes the stream be read again");
+    assert_eq!(c.centers[0].stats().acks_dropped_beyond_window, 0, "the stream's bookkeeping only");
+    // DC1 and DC3 apply too: the stream brings everything, all final.
+    c.deliver(0, 1..=30);
+    c.deliver(2, 1..=30);
+    c.settle();
+    assert_eq!(c.centers[0].seq_unfinal_first(), 31);
+}

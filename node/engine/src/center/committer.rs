@@ -17,7 +17,7 @@ use crate::status::CommitStats;
 use rtgs_core::center::Commit;
 use rtgs_core::entry::{Entry, Seq};
 use rtgs_pg::center_store::CenterStore;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::{mpsc, watch};
@@ -46,6 +46,9 @@ pub struct Committer {
     pub feed: Option<mpsc::Sender<Vec<Entry>>>,
     pub stats: Arc<CommitStats>,
     pub metrics: Arc<Metrics>,
+    /// This center's acks the broker confirmed, through this seq (the publisher's): noted with
+    /// each commit, where a restart publishes again from.
+    pub acks_confirmed: Arc<AtomicU64>,
 }
 
 impl Committer {
@@ -71,11 +74,12 @@ impl Committer {
     async fn commit(&mut self, job: CommitJob) -> Result<(), EngineError> {
         let last = job.commit.seq_last();
         let (store, started) = (&self.store, Instant::now());
+        let acks_confirmed = self.acks_confirmed.load(Ordering::Acquire);
         let answered = self
             .retry
             .write(
                 "commit",
-                || store.commit(&job.commit, job.plugins.as_save()),
+                || store.commit_noting(&job.commit, job.plugins.as_save(), Some(acks_confirmed)),
                 // The commit may have happened before the connection was lost: it did if the
                 // watermark is at its last seq (progress alone is simply written again).
                 || async move {

@@ -20,13 +20,16 @@ use rtgs_core::entry::{CenterId, Command, Outcome, Seq};
 use rtgs_core::ledger::Applied;
 use rtgs_kafka::wire::{self, NoticeStatus};
 use rtgs_pg::center_store::CenterStore;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 
 pub enum Outgoing {
     Acks(Vec<Applied>),
     Reack(Seq),
+    /// Every committed ack from the first seq through the second, again (a restart: the acks
+    /// the broker had not confirmed), read back in rounds of [`REACK_ENTRIES_MAX`].
+    ReackThrough(Seq, Seq),
     Notices(Vec<Notice>),
     Commands(Vec<Command>),
 }
@@ -45,6 +48,12 @@ pub struct Publisher {
     /// To the center task: notices confirmed through this seq.
     pub announced: watch::Sender<Seq>,
     pub stats: Arc<PublishStats>,
+    /// This center's acks confirmed by the broker through this seq (monotone; the committer
+    /// notes it with each commit). Ack messages go out in seq order and their confirmations are
+    /// collected in order, a failed one published again before the next is counted, so every
+    /// ack up to it is in the topic — except in the ack-dropping drill, which runs without
+    /// pushed acks (and so without needing the mark).
+    pub acks_confirmed: Arc<AtomicU64>,
 }
 
 /// A message handed to the producer, waiting for the broker's confirmation.
@@ -54,6 +63,8 @@ struct Sent {
     delivery: Option<DeliveryFuture>,
     /// A notice message: its count and its last seq (announced once confirmed, in order).
     notices: Option<(usize, Seq)>,
+    /// An ack message: its last seq (counted in `acks_confirmed` once confirmed).
+    acks_last: Option<Seq>,
 }
 
 impl Publisher {
@@ -85,6 +96,7 @@ impl Publisher {
                         let acks: Vec<Applied> = again.into_iter().map(|(a, _, _)| a).collect();
                         self.acks(&acks, &mut sent)?;
                     }
+                    Outgoing::ReackThrough(from, through) => self.reack_through(from, through).await?,
                     Outgoing::Notices(notices) => self.notices(&notices, &mut sent),
                     Outgoing::Commands(commands) => self.commands(&commands).await,
                 }
@@ -101,6 +113,9 @@ impl Publisher {
                     self.stats.notices.fetch_add(count as u64, Ordering::Relaxed);
                     self.announced.send_replace(last);
                 }
+                if let Some(last) = s.acks_last {
+                    self.acks_confirmed.fetch_max(last, Ordering::Release);
+                }
             }
         }
         Err(EngineError::TaskGone("center task"))
@@ -110,11 +125,48 @@ impl Publisher {
     /// by one).
     fn send(&self, topic: &str, body: Vec<u8>, notices: Option<(usize, Seq)>) -> Sent {
         let delivery = self.producer.send_result(FutureRecord::<(), [u8]>::to(topic).payload(&body[..])).ok();
-        Sent { topic: topic.to_string(), body, delivery, notices }
+        Sent { topic: topic.to_string(), body, delivery, notices, acks_last: None }
+    }
+
+    /// Publishes this center's committed acks `from..=through` again, a round of at most
+    /// [`REACK_ENTRIES_MAX`] at a time, each round confirmed before the next is read (a restart:
+    /// the acks the broker had not confirmed before it).
+    async fn reack_through(&mut self, from: Seq, through: Seq) -> Result<(), EngineError> {
+        let mut next = from;
+        while next <= through {
+            let store = &self.store;
+            let again = self
+                .retry
+                .get("read acks to publish again", || store.applied_from(next, REACK_ENTRIES_MAX))
+                .await?;
+            let acks: Vec<Applied> =
+                again.into_iter().map(|(a, _, _)| a).take_while(|a| a.seq <= through).collect();
+            let Some(last) = acks.last().map(|a| a.seq) else { break };
+            let mut sent = Vec::new();
+            self.acks(&acks, &mut sent)?;
+            if self.faults.acks_push_only {
+                break; // drill: nothing reaches the topic, the mark stays
+            }
+            for s in sent {
+                let confirmed = match s.delivery {
+                    Some(delivery) => matches!(delivery.await, Ok(Ok(_))),
+                    None => false,
+                };
+                if !confirmed {
+                    publish(&self.producer, &s.topic, None, &s.body, &self.name).await;
+                }
+            }
+            self.acks_confirmed.fetch_max(last, Ordering::Release);
+            next = last + 1;
+        }
+        Ok(())
     }
 
     /// This center's acks, in messages of contiguous seqs.
     fn acks(&mut self, acks: &[Applied], sent: &mut Vec<Sent>) -> Result<(), EngineError> {
+        if self.faults.acks_push_only {
+            return Ok(()); // drill: only the push path carries them; the mark stays
+        }
         let diverge = self.faults.diverge_at_seq;
         let diverged: Vec<Applied>;
         let acks = if diverge > 0 && acks.iter().any(|a| a.seq == diverge) {
@@ -127,13 +179,15 @@ impl Publisher {
         } else {
             acks
         };
-        for body in ack_messages(self.center, acks)? {
+        for (body, last) in ack_messages(self.center, acks)? {
             self.ack_messages += 1;
             let drop = self.faults.drop_acks_one_in;
             if drop > 0 && self.ack_messages.is_multiple_of(drop) {
                 continue; // drill: this ack message is "lost"; finality must recover by re-acking
             }
-            sent.push(self.send(&self.broker.topics.applied, body, None));
+            let mut s = self.send(&self.broker.topics.applied, body, None);
+            s.acks_last = Some(last);
+            sent.push(s);
         }
         Ok(())
     }
@@ -158,13 +212,13 @@ impl Publisher {
 
 /// `acks` as ack messages: runs of contiguous seqs (the wire format names only the first), at
 /// most [`ACKS_PER_MESSAGE`] each.
-fn ack_messages(center: CenterId, acks: &[Applied]) -> Result<Vec<Vec<u8>>, Invariant> {
+fn ack_messages(center: CenterId, acks: &[Applied]) -> Result<Vec<(Vec<u8>, Seq)>, Invariant> {
     let mut messages = Vec::new();
     for run in acks.chunk_by(|a, b| a.seq + 1 == b.seq) {
         for chunk in run.chunks(ACKS_PER_MESSAGE) {
             let body = wire::encode_acks(center, chunk)
                 .ok_or_else(|| Invariant(format!("acks from seq {} do not encode", chunk[0].seq)))?;
-            messages.push(body);
+            messages.push((body, chunk[chunk.len() - 1].seq));
         }
     }
     Ok(messages)
@@ -195,11 +249,12 @@ mod tests {
         let acks: Vec<Applied> = (1..=20_000).chain(30_000..=30_004).map(ack).collect();
         let messages = ack_messages(CenterId(2), &acks).unwrap_or_else(|e| panic!("{e}"));
         let mut back = Vec::new();
-        for m in &messages {
+        for (m, last) in &messages {
             assert!(m.len() <= ACK_MESSAGE_BYTES_MAX, "{} bytes", m.len());
             let mut acks = Vec::new();
             assert_eq!(wire::decode_acks(m, &mut acks), Some(CenterId(2)));
             assert!(acks.len() <= ACKS_PER_MESSAGE);
+            assert_eq!(acks.last().map(|a| a.seq), Some(*last), "a message's last seq");
             back.extend(acks);
         }
         assert_eq!(back, acks, "every ack once, in order");
