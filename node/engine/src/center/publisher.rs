@@ -102,13 +102,7 @@ impl Publisher {
                 }
             }
             for s in sent {
-                let confirmed = match s.delivery {
-                    Some(delivery) => matches!(delivery.await, Ok(Ok(_))),
-                    None => false,
-                };
-                if !confirmed {
-                    publish(&self.producer, &s.topic, None, &s.body, &self.name).await;
-                }
+                self.confirm(s.delivery, &s.topic, &s.body).await;
                 if let Some((count, last)) = s.notices {
                     self.stats.notices.fetch_add(count as u64, Ordering::Relaxed);
                     self.announced.send_replace(last);
@@ -126,6 +120,18 @@ impl Publisher {
     fn send(&self, topic: &str, body: Vec<u8>, notices: Option<(usize, Seq)>) -> Sent {
         let delivery = self.producer.send_result(FutureRecord::<(), [u8]>::to(topic).payload(&body[..])).ok();
         Sent { topic: topic.to_string(), body, delivery, notices, acks_last: None }
+    }
+
+    /// Waits for the broker's confirmation of a message handed to the producer; one that failed
+    /// (or never got into the client's queue) is published again until it is confirmed.
+    async fn confirm(&self, delivery: Option<DeliveryFuture>, topic: &str, body: &[u8]) {
+        let confirmed = match delivery {
+            Some(delivery) => matches!(delivery.await, Ok(Ok(_))),
+            None => false,
+        };
+        if !confirmed {
+            publish(&self.producer, topic, None, body, &self.name).await;
+        }
     }
 
     /// Publishes this center's committed acks `from..=through` again, a round of at most
@@ -148,13 +154,7 @@ impl Publisher {
                 break; // drill: nothing reaches the topic, the mark stays
             }
             for s in sent {
-                let confirmed = match s.delivery {
-                    Some(delivery) => matches!(delivery.await, Ok(Ok(_))),
-                    None => false,
-                };
-                if !confirmed {
-                    publish(&self.producer, &s.topic, None, &s.body, &self.name).await;
-                }
+                self.confirm(s.delivery, &s.topic, &s.body).await;
             }
             self.acks_confirmed.fetch_max(last, Ordering::Release);
             next = last + 1;
