@@ -344,13 +344,16 @@ impl CenterStore {
     }
 
     /// Adopts a rebuilt broker's `generation`: the journal and the acks are read again from the
-    /// start of the new topics (what was applied is dropped by seq; finality re-counts acks).
+    /// start of the new topics (what was applied is dropped by seq; finality re-counts acks). The
+    /// lost topic took this center's acks with it: none is in the new one, so the published mark
+    /// goes back to 0 and the start publishes every ack again (a center behind the others needs
+    /// them: the others finalized those seqs and will not ack them again on their own).
     pub async fn adopt_broker_generation(&self, generation: i64) -> Result<(), StoreError> {
         let client = self.pool.get().await?;
         client
             .execute(
                 "UPDATE watermark SET broker_generation = $1, journal_offset = -1, ack_offset = -1,
-                        updated_at = now() WHERE id = 1 AND broker_generation < $1",
+                        acks_published_through = 0, updated_at = now() WHERE id = 1 AND broker_generation < $1",
                 &[&generation],
             )
             .await?;
