@@ -17,7 +17,7 @@
 
 use crate::entry::*;
 use crate::hash::{chain, IntBuild};
-use crate::limits::AMOUNT_MINOR_MAX;
+use crate::limits::{AMOUNT_MINOR_MAX, LEDGER_DENSE_IDS};
 use std::collections::{BTreeMap, HashMap};
 
 mod intents;
@@ -51,10 +51,48 @@ pub struct Applied {
     pub state_hash: u64,
 }
 
+/// Account id → place in `Ledger::accounts`: ids below [`LEDGER_DENSE_IDS`] in an array
+/// (`u32::MAX`: none), the others in a hash map. Looked up only by id, never iterated, so the
+/// split changes nothing the ledger decides or hashes.
+#[derive(Clone, Debug, Default)]
+struct AccountIndex {
+    dense: Vec<u32>,
+    sparse: HashMap<AccountId, u32, IntBuild>,
+}
+
+impl AccountIndex {
+    #[inline]
+    fn get(&self, id: &AccountId) -> Option<&u32> {
+        if id.0 < LEDGER_DENSE_IDS {
+            self.dense.get(id.0 as usize).filter(|&&i| i != u32::MAX)
+        } else {
+            self.sparse.get(id)
+        }
+    }
+
+    fn contains_key(&self, id: &AccountId) -> bool {
+        self.get(id).is_some()
+    }
+
+    /// Inserts `id → i`; the place it had before, if any.
+    fn insert(&mut self, id: AccountId, i: u32) -> Option<u32> {
+        if id.0 < LEDGER_DENSE_IDS {
+            let at = id.0 as usize;
+            if at >= self.dense.len() {
+                self.dense.resize(at + 1, u32::MAX);
+            }
+            let old = std::mem::replace(&mut self.dense[at], i);
+            (old != u32::MAX).then_some(old)
+        } else {
+            self.sparse.insert(id, i)
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Ledger {
     accounts: Vec<Account>,
-    index: HashMap<AccountId, u32, IntBuild>,
+    index: AccountIndex,
     /// Money brought in per currency (sorted by currency; a handful of entries).
     funded: Vec<(Currency, u64)>,
     /// Live holds, in key order (deterministic encoding and hashing).
@@ -121,7 +159,7 @@ impl Ledger {
     pub fn new() -> Self {
         Ledger {
             accounts: Vec::new(),
-            index: HashMap::default(),
+            index: AccountIndex::default(),
             funded: Vec::new(),
             holds: BTreeMap::new(),
             seq_applied: 0,
@@ -152,7 +190,7 @@ impl Ledger {
         }
         l.funded = funded;
         for (i, mut a) in accounts.into_iter().enumerate() {
-            let i = u32::try_from(i).map_err(|_| LedgerDecodeError)?;
+            let i = u32::try_from(i).ok().filter(|&i| i != u32::MAX).ok_or(LedgerDecodeError)?;
             if l.index.insert(a.id, i).is_some() {
                 return Err(LedgerDecodeError);
             }
@@ -331,7 +369,11 @@ impl Ledger {
         if self.index.contains_key(&id) {
             return Err(RejectReason::AccountExists);
         }
-        let i = u32::try_from(self.accounts.len()).map_err(|_| RejectReason::AmountTooLarge)?;
+        // `u32::MAX` is the index's "none".
+        let i = u32::try_from(self.accounts.len())
+            .ok()
+            .filter(|&i| i != u32::MAX)
+            .ok_or(RejectReason::AmountTooLarge)?;
         self.accounts.push(Account { id, currency, balance_minor: 0, held_minor: 0, closed: false });
         self.index.insert(id, i);
         self.mark_changed(i as usize);
@@ -561,6 +603,47 @@ mod tests {
 
     fn rejected(r: RejectReason) -> Outcome {
         Outcome::Rejected(r)
+    }
+
+    #[test]
+    fn accounts_on_both_sides_of_the_dense_id_bound_are_one_ledger() {
+        // Ids in the array (0, 1, the last one below the bound) and in the map (the bound,
+        // u64::MAX) behave alike: found, refused twice, unknown when never opened.
+        let ids = [0, 1, LEDGER_DENSE_IDS - 1, LEDGER_DENSE_IDS, u64::MAX];
+        let mut f = Feed::new();
+        for &id in &ids {
+            let open = Payload::AccountOpen { account: AccountId(id), currency: eur() };
+            assert_eq!(f.apply(open.clone()), Outcome::Accepted, "open {id}");
+            assert_eq!(f.apply(open), rejected(RejectReason::AccountExists), "open {id} again");
+            assert_eq!(
+                f.apply(Payload::AccountFund { account: AccountId(id), amount_minor: 10 }),
+                Outcome::Accepted
+            );
+        }
+        for w in ids.windows(2) {
+            assert_eq!(f.xfer(w[0], w[1], 10, eur()), Outcome::Accepted, "{} → {}", w[0], w[1]);
+        }
+        for never in [2, LEDGER_DENSE_IDS - 2, LEDGER_DENSE_IDS + 1] {
+            assert_eq!(f.xfer(never, 1, 1, eur()), rejected(RejectReason::UnknownAccount), "{never}");
+            assert!(f.ledger.account(AccountId(never)).is_none());
+        }
+        assert_eq!(f.ledger.account(AccountId(u64::MAX)).map(|a| a.balance_minor), Some(20));
+        assert_eq!(f.ledger.account(AccountId(0)).map(|a| a.balance_minor), Some(0));
+        // A restored ledger finds them the same way, and refuses an id twice.
+        let accounts: Vec<Account> = ids
+            .iter()
+            .map(|&id| f.ledger.account(AccountId(id)).cloned().unwrap_or_else(|| unreachable!()))
+            .collect();
+        let funded = vec![(eur(), 50)];
+        let r = Ledger::restore(accounts.clone(), funded, vec![], f.seq, f.ledger.state_hash(), f.seq);
+        let r = r.unwrap_or_else(|_| panic!("restore"));
+        for &id in &ids {
+            assert_eq!(r.account(AccountId(id)), f.ledger.account(AccountId(id)));
+        }
+        let mut twice = accounts;
+        twice.push(twice[3].clone());
+        let conserved = twice.iter().map(|a| a.balance_minor).sum::<u64>();
+        assert!(Ledger::restore(twice, vec![(eur(), conserved)], vec![], f.seq, 0, f.seq).is_err());
     }
 
     #[test]
