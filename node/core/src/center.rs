@@ -89,6 +89,9 @@ use crate::replica::Replica;
 use std::collections::VecDeque;
 use std::fmt;
 
+/// How many entries ahead [`Center::handle_entries_ref`] prefetches what an entry will touch.
+const PREFETCH_AHEAD: usize = 8;
+
 mod acks;
 mod owner;
 #[cfg(test)]
@@ -553,6 +556,11 @@ impl Center {
     ) {
         self.delivered_at_us = now_us;
         for (i, entry) in entries.iter().enumerate() {
+            if let Some(ahead) = entries.get(i + PREFETCH_AHEAD) {
+                // Hints only: the slot and the accounts an entry a few steps on will touch.
+                self.gap_out.prefetch(ahead.seq);
+                self.replica.ledger().prefetch(&ahead.payload);
+            }
             let at = submitted_at_us.get(i).copied().unwrap_or(0);
             if entry.seq == self.gap_out.seq_next() && self.gap_out.pass(entry.seq) {
                 self.apply_in_hand(entry, at);

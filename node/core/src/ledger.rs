@@ -263,6 +263,19 @@ impl Ledger {
     pub fn timestamp_us(&self) -> u64 {
         self.timestamp_us
     }
+    /// A hint, nothing else: `payload` will be applied soon (a transfer's two accounts are
+    /// fetched into the cache while the entries before it are applied).
+    #[inline]
+    pub fn prefetch(&self, payload: &Payload) {
+        if let Payload::Transfer(t) = payload {
+            for id in [t.debtor, t.creditor] {
+                if let Some(&i) = self.index.get(&id) {
+                    crate::hint::prefetch(self.accounts.as_ptr().wrapping_add(i as usize));
+                }
+            }
+        }
+    }
+
     pub fn account(&self, id: AccountId) -> Option<&Account> {
         self.index.get(&id).map(|&i| &self.accounts[i as usize])
     }

@@ -20,7 +20,8 @@
 //! * [`plugin`] — the contract plugins implement (deterministic, effects out, results in).
 //! * [`plugin_host`] — a center's plugins: routing, step digests, effect ownership, failover.
 //! * [`wire`] — the compact binary codec of the plugins' commands, effects and checkpoints.
-//! * [`limits`] — every bound in one place; [`hash`], [`prng`] — deterministic helpers.
+//! * [`limits`] — every bound in one place; [`hash`], [`prng`] — deterministic helpers;
+//!   [`hint`] — prefetch hints of the hot paths.
 
 pub mod center;
 pub mod client;
@@ -29,6 +30,7 @@ pub mod entry;
 pub mod finalizer;
 pub mod gap_buffer;
 pub mod hash;
+pub mod hint;
 pub mod ledger;
 pub mod limits;
 pub mod plugin;

@@ -36,6 +36,7 @@ use crate::limits::{
 use crossbeam_channel::{bounded, Receiver, Sender};
 use rtgs_core::entry::{Bmi, Command, Entry, Seq};
 use rtgs_core::hash::siphash24;
+use rtgs_core::hint::prefetch;
 use rtgs_core::sequencer::{Known, Lookup};
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Read, Write};
@@ -289,20 +290,9 @@ impl Filter {
 
 // ---- recent generations ----
 
-/// Hints the CPU to fetch the cache line at `p` ahead of use: look-ups of a batch are issued a
-/// few commands ahead, so their cache and TLB misses overlap instead of queueing one by one.
-#[inline(always)]
-fn prefetch<T>(p: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is only a hint; it never faults, whatever the address.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
-
-/// How many commands ahead the look-ups prefetch.
+/// How many commands ahead the look-ups prefetch (`rtgs_core::hint::prefetch`): look-ups of a
+/// batch are issued a few commands ahead, so their cache and TLB misses overlap instead of
+/// queueing one by one.
 const PREFETCH_AHEAD: usize = 16;
 
 #[derive(Copy, Clone, Debug)]
