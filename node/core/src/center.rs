@@ -89,7 +89,8 @@ use crate::replica::Replica;
 use std::collections::VecDeque;
 use std::fmt;
 
-/// How many entries ahead [`Center::handle_entries_ref`] prefetches what an entry will touch.
+/// How many entries (acks) ahead [`Center::handle_entries_ref`] (`take_acks`) prefetches what
+/// an entry (an ack) will touch.
 const PREFETCH_AHEAD: usize = 8;
 
 mod acks;
@@ -639,7 +640,10 @@ impl Center {
             self.seq_acked_elsewhere = self.seq_acked_elsewhere.max(seq_max);
             self.stats.seq_acked_elsewhere = self.seq_acked_elsewhere;
         }
-        for ack in acks {
+        for (i, ack) in acks.iter().enumerate() {
+            if let Some(ahead) = acks.get(i + PREFETCH_AHEAD) {
+                self.finalizer.prefetch(ahead.seq);
+            }
             match self.finalizer.handle_ack(from, *ack, &mut self.finals) {
                 AckResult::Deferred => {
                     // A center acks in seq order: the rest of the message is beyond too.

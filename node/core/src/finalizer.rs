@@ -163,6 +163,13 @@ impl Finalizer {
     }
 
     /// Counts one center's ack; finality and divergence events go to `out`.
+    /// A hint, nothing else: an ack of `seq` will come soon (its tally slot is fetched into the
+    /// cache while the acks before it are counted).
+    #[inline]
+    pub fn prefetch(&self, seq: Seq) {
+        crate::hint::prefetch(&self.slots[(seq & self.mask) as usize]);
+    }
+
     pub fn handle_ack(&mut self, center: CenterId, ack: Applied, out: &mut Vec<Finality>) -> AckResult {
         let seq = ack.seq;
         if seq == 0 || center.0 == 0 || center.0 > self.center_count {
