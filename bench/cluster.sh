@@ -12,9 +12,13 @@
 #    restarted: entries/s until it has applied and committed all of them.
 # Ends with `rtgs reconcile`. Fresh databases and topics (prefix bench_<time>) every run.
 # RTGS_BIN=path runs that binary instead of building target/release/rtgs (before/after runs).
+# LOAD_ARGS: more arguments of the measured `rtgs load` runs (default: `--fetch-wait-ms 100`,
+# so that the generator's notice reader does not poll the broker the nodes share every 10 ms;
+# empty for a binary without that flag).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-1000000}
+LOAD_ARGS=${LOAD_ARGS---fetch-wait-ms 100}
 CATCHUP=${2:-1000000}
 scripts/infra-up.sh all
 if [ -z "${RTGS_BIN:-}" ]; then
@@ -42,7 +46,7 @@ if [ "$N" = 0 ]; then   # catch-up only: the accounts still need opening and fun
   "$BIN" load --topic-prefix "$P" --transfers 1 --accounts 10000 --timeout-s 600 >/dev/null
 else
 echo "== throughput: $N transfers" >&2
-"$BIN" load --topic-prefix "$P" --transfers "$N" --accounts 10000 --batch 2000 --timeout-s 600
+"$BIN" load --topic-prefix "$P" --transfers "$N" --accounts 10000 --batch 2000 --timeout-s 600 $LOAD_ARGS
 
 echo "== takeover: kill -9 of the sequencer leader" >&2
 L=$(leader); E=$(field "$L" epoch)
@@ -63,7 +67,7 @@ fi
 echo "== catch-up: DC3 down for $CATCHUP entries" >&2
 kill "$(cat "$DIR/dc3.pid")"; sleep 1; rm -f "$DIR/dc3.json"
 until [ "$(leader)" != 0 ] && [ "$(leader)" != 3 ]; do sleep 0.5; done
-"$BIN" load --topic-prefix "$P" --transfers "$CATCHUP" --accounts 10000 --skip-setup --batch 2000 \
+"$BIN" load --topic-prefix "$P" --transfers "$CATCHUP" --accounts 10000 --skip-setup --batch 2000 $LOAD_ARGS \
   --origins 1,2 --timeout-s 600 --run-id C$P
 TARGET=$(field 1 seq_committed)
 T0=$(date +%s.%N); start 3

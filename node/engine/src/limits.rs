@@ -73,7 +73,7 @@ pub const NOTICE_RECV_BYTES_MAX: usize = 1 << 20;
 /// command is at least ≈ 40 bytes, so about one sequencer batch.
 pub const INBOUND_RECV_BYTES_MAX: usize = core::SEQUENCER_BATCH_ENTRIES_MAX * 40;
 /// The broker's fetch wait (`rtgs_kafka::clients::consumer_waiting`) of the journal and ack
-/// readers without the push path (each hop costs 1–2 of it), and with it (they are the record,
+/// readers and the leader's inbound reader without the push path (each hop costs 1–2 of it), and with it (they are the record,
 /// the backstop and the path of large batches then; a longer wait keeps the broker's polling
 /// cost lower).
 pub const STREAM_FETCH_WAIT: Duration = Duration::from_millis(10);

@@ -36,7 +36,8 @@ use crate::frames;
 use crate::limits::{
     INBOUND_RECV_BYTES_MAX, INBOUND_WAIT_LEADING, IN_FLIGHT_MAX, JOURNAL_MESSAGE_ENTRIES_MAX,
     LEADER_SILENCE_MAX, LEADER_SILENCE_STAGGER, LEASE_CHECK_INTERVAL, LEASE_INTERVAL, MARK_INTERVAL,
-    PRODUCER_FULL_PAUSE, PUBLISH_RETRY_PAUSE, PUSH_INBOUND_HELD_MAX,
+    PRODUCER_FULL_PAUSE, PUBLISH_RETRY_PAUSE, PUSHED_STREAM_FETCH_WAIT, PUSH_INBOUND_HELD_MAX,
+    STREAM_FETCH_WAIT,
 };
 use crate::metrics::Metrics;
 use crate::pg::PgRetry;
@@ -227,11 +228,15 @@ pub async fn run(mut i: SequencerInputs) -> Result<(), EngineError> {
     let producer = i.broker.producer(&format!("{}-sequencer", i.name))?;
     // Never subscribed: the partition is assigned when this instance leads. The group id only
     // names the client; progress is PostgreSQL's `inbound_offset`.
-    let consumer: StreamConsumer = rtgs_kafka::clients::consumer(
+    // With the push path the topic is the backstop and the path of large messages: it waits as
+    // long as the journal and ack readers do (each fetch costs the broker CPU, answered or not).
+    let fetch_wait = if i.pushed.is_some() { PUSHED_STREAM_FETCH_WAIT } else { STREAM_FETCH_WAIT };
+    let consumer: StreamConsumer = rtgs_kafka::clients::consumer_waiting(
         &i.broker.bootstrap,
         &i.broker.group("sequencer"),
         &format!("{}-sequencer", i.name),
         DefaultConsumerContext,
+        fetch_wait.as_millis() as u64,
     )
     .map_err(|e| EngineError::kafka("the sequencer's consumer", e))?;
     let lease = Arc::new(Lease {

@@ -76,6 +76,11 @@ pub struct LoadArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// The notice reader's broker fetch wait, in milliseconds: each fetch costs the broker
+    /// (tansu) CPU whether or not it finds anything, so a throughput run on the cluster's own
+    /// cores reads with a long one (`bench/cluster.sh`: 100); latencies then carry up to it.
+    #[arg(long, default_value_t = rtgs_kafka::clients::FETCH_WAIT_MS)]
+    pub fetch_wait_ms: u64,
 }
 
 #[derive(Serialize)]
@@ -191,6 +196,7 @@ async fn load(args: &LoadArgs) -> anyhow::Result<Report> {
         bootstrap: args.bootstrap.clone(),
         group: format!("{}.load-{run_id}", args.topic_prefix),
         client_id: format!("load-{run_id}"),
+        fetch_wait_ms: args.fetch_wait_ms,
         notify: topics.notify.clone(),
         tracker: Arc::clone(&tracker),
         t0,
@@ -368,6 +374,7 @@ struct Link {
     bootstrap: String,
     group: String,
     client_id: String,
+    fetch_wait_ms: u64,
     notify: String,
     tracker: Arc<Tracker>,
     t0: Instant,
@@ -384,11 +391,12 @@ impl Link {
     /// Makes the clients: the producer, and the notice reader from `from` (None: the topic's
     /// end now). Returns where the notice reader starts.
     async fn connect(self: &Arc<Self>, from: Option<i64>) -> anyhow::Result<i64> {
-        let consumer: StreamConsumer = rtgs_kafka::clients::consumer(
+        let consumer: StreamConsumer = rtgs_kafka::clients::consumer_waiting(
             &self.bootstrap,
             &self.group,
             &self.client_id,
             rdkafka::consumer::DefaultConsumerContext,
+            self.fetch_wait_ms,
         )?;
         let ends = || {
             tokio::task::block_in_place(|| {
