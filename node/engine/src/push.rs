@@ -45,7 +45,7 @@ use rtgs_core::entry::{CenterId, Entry};
 use rtgs_core::ledger::Applied;
 use rtgs_kafka::wire;
 use rtgs_pg::sequencer_store::{ACKS_CHANNEL, INBOUND_CHANNEL, JOURNAL_CHANNEL};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::mpsc;
@@ -68,6 +68,8 @@ pub struct PushStats {
     /// the broker brings what they carried.
     pub skipped: AtomicU64,
     pub reconnects: AtomicU64,
+    /// The session listens now (a notice sent meanwhile reaches this center by the push path).
+    pub listening: AtomicBool,
 }
 
 /// A notice to send: its channel and payload.
@@ -174,6 +176,7 @@ impl Push {
             driver.abort();
             return format!("LISTEN failed: {e}");
         }
+        self.stats.listening.store(true, Ordering::Relaxed);
         // Nothing to send (no API, no acks to push): listening goes on.
         let mut sending = true;
         let why = loop {
@@ -196,6 +199,7 @@ impl Push {
                 },
             }
         };
+        self.stats.listening.store(false, Ordering::Relaxed);
         driver.abort();
         match driver.await {
             Ok(reason) => reason,

@@ -315,6 +315,7 @@ impl Status {
                 "ack_notices": push.ack_notices.load(Ordering::Relaxed),
                 "skipped": push.skipped.load(Ordering::Relaxed),
                 "reconnects": push.reconnects.load(Ordering::Relaxed),
+                "listening": push.listening.load(Ordering::Relaxed),
             }),
         );
         map.insert("last_minute".into(), lock(&self.minute).json());

@@ -693,9 +693,12 @@ fn r_acks_that_went_only_by_push_reach_the_topic_after_a_restart() {
     }
     c.start(1);
     c.start(2);
-    c.wait("a sequencer leader among DC1 and DC2", 60, |s| {
+    // Both must listen on the push path before the load: under the fault a push sent before the
+    // other node listens is lost for good (a clean clone's CI once started DC2's session late,
+    // and DC2 never finalized its own payments).
+    c.wait("a sequencer leader among DC1 and DC2, both listening on the push path", 60, |s| {
         s[..2].iter().flatten().filter(|s| s["leader"] == true).count() == 1
-            && s[..2].iter().all(Option::is_some)
+            && s[..2].iter().all(|s| s.as_ref().is_some_and(|s| s["push"]["listening"] == true))
     });
     // Small commits (a slow rate): a commit's acks are pushed only up to 1,000.
     let report = c.load_finish(c.load_spawn(
