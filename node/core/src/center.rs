@@ -39,8 +39,11 @@
 //! window of the lowest of them — every rewind admits at least half a window, and finality never
 //! waits on a dropped ack before that (they are all at least a window beyond where finality was).
 //!
-//! **A restart** asks for its committed but unfinal acks again at once ([`Outputs::reack_from`]),
-//! as a stall would later: a crash between a commit and its acks loses those acks.
+//! **A restart** asks for its committed acks again at once ([`Outputs::republish`]), from the
+//! first one not known to be in the ack stream ([`Restore::acks_published_through`], the driver's
+//! durable mark) or the first unfinal one, whichever is lower, through the last applied: a crash
+//! between a commit and its acks loses those acks, and acks that went only by a faster path
+//! (production's push) made seqs final that a center reading the stream still waits for.
 //!
 //! **Finality that stands still**: when the oldest unfinal seq has not moved for
 //! [`CenterConfig::reack_after_us`] while this center has committed it, the center asks its
@@ -177,6 +180,11 @@ pub struct Restore {
     /// How far the journal went when the center started: the plugins go live once applied
     /// through it (`None`: unknown — see [`Center::handle_journal_end`], or the quiet journal).
     pub catch_up_seq: Option<Seq>,
+    /// This center's acks known to be in the ack stream through this seq (the driver's durable
+    /// mark: production counts an ack once the broker confirmed it). `None`: no mark — the acks
+    /// before the first unfinal seq are taken to be there (a stream-only path finalized nothing
+    /// without them). Decides what a restart publishes again ([`Outputs::republish`]).
+    pub acks_published_through: Option<Seq>,
 }
 
 impl Restore {
@@ -191,6 +199,7 @@ impl Restore {
             ack_next: 0,
             // Nothing to catch up with: live at once.
             catch_up_seq: Some(0),
+            acks_published_through: None,
         }
     }
 }
@@ -329,8 +338,13 @@ impl fmt::Display for Alarm {
 pub struct Outputs {
     /// This center's acks to publish (committed), in seq order.
     pub acks: Vec<Applied>,
-    /// Publish this center's committed acks from this seq again (finality stood still).
+    /// Publish this center's committed acks from this seq again (finality stood still; one
+    /// bounded round is enough: a stall that lasts asks again).
     pub reack_from: Option<Seq>,
+    /// A restart: publish every one of this center's acks `from..=through` again, before any
+    /// newer ack (the driver may count them as in the stream only once they are confirmed there:
+    /// a newer ack counted first would hide them from the next restart).
+    pub republish: Option<(Seq, Seq)>,
     /// Read the ack stream again from this position.
     pub ack_rewind: Option<u64>,
     /// Seqs to read back from the durable journal and hand in again.
@@ -354,6 +368,7 @@ impl Outputs {
     pub fn is_empty(&self) -> bool {
         self.acks.is_empty()
             && self.reack_from.is_none()
+            && self.republish.is_none()
             && self.ack_rewind.is_none()
             && self.pulls.is_empty()
             && self.commits.is_empty()
@@ -366,6 +381,7 @@ impl Outputs {
     pub fn clear(&mut self) {
         self.acks.clear();
         self.reack_from = None;
+        self.republish = None;
         self.ack_rewind = None;
         self.pulls.clear();
         self.commits.clear();
@@ -451,6 +467,7 @@ pub struct Center {
     notices: Vec<Notice>,
     commands: Vec<Command>,
     reack_from: Option<Seq>,
+    republish: Option<(Seq, Seq)>,
     ack_rewind: Option<u64>,
     stats: CenterStats,
 }
@@ -465,7 +482,16 @@ impl Center {
             config.center,
             config.center_count
         );
-        let Restore { mut ledger, host, finalizer, awaiting, journal_next, ack_next, catch_up_seq } = restore;
+        let Restore {
+            mut ledger,
+            host,
+            finalizer,
+            awaiting,
+            journal_next,
+            ack_next,
+            catch_up_seq,
+            acks_published_through,
+        } = restore;
         ledger.track_changes(config.commit_rows);
         let seq_applied = ledger.seq_applied();
         let (gap_in, gap_out) =
@@ -508,16 +534,21 @@ impl Center {
             notices: Vec::new(),
             commands: Vec::new(),
             reack_from: None,
+            republish: None,
             ack_rewind: None,
             stats: CenterStats::default(),
             config,
         };
-        // Committed before the restart but not final: whether their acks went out before it
-        // stopped is unknown (a crash between commit and publish loses them), and with one
-        // center down finality needs every one. Ask for them again now rather than after
-        // finality has stood still for `reack_after_us` (acks are idempotent).
-        if !center.config.commit_on_apply && seq_applied >= seq_unfinal_first {
-            center.reack_from = Some(seq_unfinal_first);
+        // Committed before the restart: whether the acks after the durable mark reached the
+        // stream is unknown (a crash between commit and publish loses them; pushed acks may have
+        // made them final without the stream), and with one center down finality needs every
+        // one. The unfinal ones too, whatever the mark says (acks are idempotent). Published
+        // again now rather than after finality has stood still for `reack_after_us`. (With the
+        // journal as the commit there is no ack stream to miss: the acks go out as applied.)
+        let from =
+            acks_published_through.map_or(seq_unfinal_first, |p| p.saturating_add(1).min(seq_unfinal_first));
+        if !center.config.commit_on_apply && seq_applied >= from {
+            center.republish = Some((from, seq_applied));
         }
         center.maybe_go_live(now_us);
         center
@@ -744,6 +775,7 @@ impl Center {
         self.collect_commit(out);
         out.acks.append(&mut self.ready_acks);
         out.reack_from = out.reack_from.or(self.reack_from.take());
+        out.republish = out.republish.or(self.republish.take());
         if let Some(to) = self.ack_rewind.take() {
             out.ack_rewind = Some(out.ack_rewind.map_or(to, |o| o.min(to)));
         }

@@ -132,6 +132,8 @@ impl CenterThread {
                     journal_next: None,
                     ack_next: 0,
                     catch_up_seq: Some(s.replay_until),
+                    // The journal is the commit: acks go out as applied, no stream to miss.
+                    acks_published_through: None,
                 };
                 (restore, log, written)
             }
@@ -146,6 +148,8 @@ impl CenterThread {
                     journal_next: None,
                     ack_next: 0,
                     catch_up_seq: Some(s.replay_until),
+                    // The journal is the commit: acks go out as applied, no stream to miss.
+                    acks_published_through: None,
                 };
                 (restore, VecDeque::new(), None)
             }
@@ -288,7 +292,9 @@ impl CenterThread {
             self.ack_log.push_back(Arc::clone(&batch));
             self.send_own(batch);
         }
-        if let Some(from) = out.reack_from {
+        // (A restart's republish does not come with the journal as the commit; it would be the
+        // same: every logged batch from there.)
+        if let Some(from) = out.reack_from.or(out.republish.map(|(from, _)| from)) {
             let again: Vec<Arc<AckBatch>> = self
                 .ack_log
                 .iter()

@@ -163,6 +163,7 @@ pub async fn start(i: CenterInputs) -> Result<Started, EngineError> {
         journal_next: Some(journal_next),
         ack_next,
         catch_up_seq: None,
+        acks_published_through: stored.acks_published_through.map(|p| p.min(seq_applied)),
     };
     // With the push path beside them, the journal and ack readers are the record and the
     // backstop, not the fast path: they may wait long per fetch (`limits`).
@@ -187,26 +188,15 @@ pub async fn start(i: CenterInputs) -> Result<Started, EngineError> {
     let (acks_tx, acks_rx) = mpsc::channel(ACK_QUEUE_BATCHES);
     let (commit_tx, commit_rx) = mpsc::channel(COMMIT_QUEUE_COMMITS);
     let (publish_tx, publish_rx) = mpsc::channel(PUBLISH_QUEUE_ITEMS);
-    // This center's acks the broker confirmed (ARCHITECTURE.md "The push path"): pushed acks
-    // can make a seq final before this center's ack of it is in the topic, so every ack after
-    // the stored mark is published again now — a center that missed the pushes (it was down, or
-    // its push session was cut) reads the topic and must find them there. Without a stored mark
-    // (a database from before migration 0008, whose node pushed no acks) the acks were in the
-    // topic up to the first unfinal seq, as the stream alone finalized.
+    // This center's acks the broker confirmed (ARCHITECTURE.md "The push path"), the mark the
+    // committer stores: pushed acks can make a seq final before this center's ack of it is in
+    // the topic. What a restart publishes again is the core's decision (`Outputs::republish`,
+    // from this mark); the mark moves only once those are confirmed. Without a stored mark (a
+    // database from before migration 0008, whose node pushed no acks) the acks were in the topic
+    // up to the first unfinal seq, as the stream alone finalized.
     let published_through =
         stored.acks_published_through.unwrap_or(stored.seq_unfinal_first.saturating_sub(1)).min(seq_applied);
     let acks_confirmed = Arc::new(AtomicU64::new(published_through));
-    if published_through < seq_applied {
-        tracing::info!(
-            center = %i.name,
-            seq = published_through + 1,
-            "acks of seqs {}..={seq_applied} published again (not confirmed in the topic before the restart)",
-            published_through + 1
-        );
-        publish_tx
-            .try_send(publisher::Outgoing::ReackThrough(published_through + 1, seq_applied))
-            .map_err(|_| EngineError::TaskGone("publisher"))?;
-    }
     let (committed_tx, committed_rx) = watch::channel(seq_applied);
     let (announced_tx, announced_rx) = watch::channel(0);
     let (rewind_tx, rewind_rx) = watch::channel(Rewind { generation: 0, position: ack_next });
@@ -475,6 +465,15 @@ impl Driver {
             self.rewind.send(rewind).map_err(|_| EngineError::TaskGone("ack reader"))?;
         }
         let mut outgoing = Vec::new();
+        if let Some((from, through)) = self.out.republish.take() {
+            // First: a newer ack confirmed before these would move the published mark past them.
+            tracing::info!(
+                center = %self.name,
+                seq = from,
+                "acks of seqs {from}..={through} published again (not confirmed in the topic before the restart)"
+            );
+            outgoing.push(Outgoing::ReackThrough(from, through));
+        }
         if let (Some(push), 1..=PUSH_ACKS_MAX) = (&self.push_acks, self.out.acks.len()) {
             // Pushed here, not by the publisher: they must not queue behind its broker round
             // trips. A full queue skips them, and many at once are left to the broker (a load

@@ -105,6 +105,7 @@ struct Cluster {
     alarms: Vec<Alarm>,
     rewinds: Vec<u64>,
     reacks: Vec<Seq>,
+    republished: Vec<(Seq, Seq)>,
     /// Hold commits instead of answering them.
     hold_commits: bool,
     held: Vec<Vec<Commit>>,
@@ -135,6 +136,7 @@ impl Cluster {
             alarms: Vec::new(),
             rewinds: Vec::new(),
             reacks: Vec::new(),
+            republished: Vec::new(),
             hold_commits: false,
             held: (0..n).map(|_| Vec::new()).collect(),
             lose_acks_of: None,
@@ -173,6 +175,14 @@ impl Cluster {
         }
         if !out.acks.is_empty() && self.lose_acks_of != Some(i) {
             self.stream.push((CenterId::from_index(i), out.acks.clone()));
+        }
+        if let Some((from, through)) = out.republish {
+            self.republished.push((from, through));
+            let again: Vec<Applied> =
+                self.committed[i].iter().filter(|a| (from..=through).contains(&a.seq)).copied().collect();
+            if !again.is_empty() {
+                self.stream.push((CenterId::from_index(i), again));
+            }
         }
         if let Some(from) = out.reack_from {
             self.reacks.push(from);
@@ -405,6 +415,7 @@ fn a_restart_resumes_from_the_persisted_progress_and_declares_nothing_twice() {
         journal_next: None,
         ack_next: p.ack_next,
         catch_up_seq: Some(20),
+        acks_published_through: None,
     };
     c.centers[0] = Center::new(cfg, restore, c.now);
     c.read[0] = p.ack_next;
@@ -671,15 +682,61 @@ fn a_restart_publishes_its_committed_unfinal_acks_again_at_once() {
         journal_next: None,
         ack_next: 0,
         catch_up_seq: Some(6),
+        acks_published_through: None,
     };
     c.centers[0] = Center::new(cfg, restore, c.now);
     c.read[0] = 0;
     c.pump(0);
-    assert_eq!(c.reacks, vec![1], "the restarted DC1 asks for its acks from the oldest unfinal seq");
+    assert_eq!(
+        c.republished,
+        vec![(1, 6)],
+        "the restarted DC1 publishes its acks from the oldest unfinal seq"
+    );
+    assert!(c.reacks.is_empty(), "a restart is not a stall");
     c.settle();
     assert_eq!(c.centers[1].seq_unfinal_first(), 7, "final with DC1 and DC2, no stall waited for");
     assert_eq!(c.centers[0].seq_unfinal_first(), 7);
     assert_eq!(c.centers[0].stats().reacks, 0, "a restart is not a stall");
+}
+
+/// What a restart publishes again is decided here, from the driver's durable mark of its acks
+/// in the stream: everything after the mark (acks that went only by a faster path may have made
+/// those seqs final at the others while a center reading the stream still waits for them), and
+/// every unfinal one whatever the mark says; nothing when the mark and finality cover all.
+#[test]
+fn a_restart_republishes_from_the_lower_of_its_published_mark_and_finality() {
+    let mut c = Cluster::new(3, 6, |i| config(i, 3));
+    for i in 0..3 {
+        c.deliver(i, 1..=6);
+    }
+    c.settle();
+    assert_eq!(c.centers[0].seq_unfinal_first(), 7);
+    let restart = |c: &mut Cluster, unfinal: Seq, mark: Option<Seq>| {
+        let cfg = config(1, 3);
+        let restore = Restore {
+            ledger: c.centers[0].ledger().clone(),
+            host: PluginHost::empty(CenterId(1)),
+            finalizer: Finalizer::with_window(3, cfg.finalizer_window_seqs, unfinal),
+            awaiting: Vec::new(),
+            journal_next: None,
+            ack_next: 0,
+            catch_up_seq: Some(6),
+            acks_published_through: mark,
+        };
+        let mut center = Center::new(cfg, restore, c.now);
+        let mut out = Outputs::default();
+        center.poll_output(&mut out);
+        out.republish
+    };
+    // All final, acks in the stream through 3 only (the rest went by push): 4..=6 again.
+    assert_eq!(restart(&mut c, 7, Some(3)), Some((4, 6)));
+    // Final through 2, mark at 4: from the unfinal one.
+    assert_eq!(restart(&mut c, 3, Some(4)), Some((3, 6)));
+    // No mark: the acks before the first unfinal seq are taken to be in the stream.
+    assert_eq!(restart(&mut c, 5, None), Some((5, 6)));
+    // All final and all in the stream: nothing.
+    assert_eq!(restart(&mut c, 7, Some(6)), None);
+    assert_eq!(restart(&mut c, 7, None), None);
 }
 
 #[test]

@@ -96,6 +96,9 @@ impl World {
             journal_next: None,
             ack_next: progress.ack_next,
             catch_up_seq: Some(self.sequencer.published_seq()),
+            // The simulated stream keeps no published mark: the core takes the acks before the
+            // first unfinal seq to be there.
+            acks_published_through: None,
         };
         let center = Center::new(config, restore, self.now_us);
         let published = self.sequencer.published_frames;
@@ -386,6 +389,9 @@ impl World {
         if !out.acks.is_empty() {
             self.publish_acks(i, std::mem::take(&mut out.acks));
         }
+        if let Some((from, through)) = out.republish {
+            self.republish(i, from, through);
+        }
         if let Some(from) = out.reack_from {
             self.reack(i, from);
         }
@@ -477,6 +483,17 @@ impl World {
     fn reack(&mut self, i: usize, from: Seq) {
         let store = &self.centers[i].store;
         let to = store.committed_through().min(from.saturating_add(REACK_ACKS_MAX - 1));
+        if from == 0 || from > to {
+            return;
+        }
+        let acks = store.acks[(from - 1) as usize..to as usize].to_vec();
+        self.publish_acks(i, acks);
+    }
+
+    /// A restart's acks `from..=through`, every one (unlike a stall's bounded round).
+    fn republish(&mut self, i: usize, from: Seq, through: Seq) {
+        let store = &self.centers[i].store;
+        let to = store.committed_through().min(through);
         if from == 0 || from > to {
             return;
         }
