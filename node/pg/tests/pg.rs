@@ -352,6 +352,135 @@ async fn center_commits_batches_atomically_restores_and_never_applies_twice() {
     assert!(n > 0 && n == r.get::<_, i64>(2), "the oversized transfers are stored as AM04 rejections");
 }
 
+/// A commit of `chunk` applied to `ledger` (statement lines for settled transfers).
+fn commit_of(ledger: &mut Ledger, chunk: &[Entry], journal_next: u64) -> Commit {
+    let applied: Vec<_> = chunk.iter().map(|e| ledger.apply(e)).collect();
+    let lines = chunk
+        .iter()
+        .zip(&applied)
+        .flat_map(|(e, a)| match (&e.payload, a.outcome) {
+            (Payload::Transfer(t), Outcome::Accepted) => {
+                let line = |kind, counterparty| rtgs_core::statement::Line {
+                    seq: e.seq,
+                    bmi: e.bmi,
+                    kind,
+                    counterparty: Some(counterparty),
+                    amount_minor: t.amount_minor,
+                    balance_after_minor: 0,
+                };
+                vec![
+                    AccountLine { account: t.debtor, line: line(LineKind::Debit, t.creditor) },
+                    AccountLine { account: t.creditor, line: line(LineKind::Credit, t.debtor) },
+                ]
+            }
+            _ => Vec::new(),
+        })
+        .collect();
+    let mut changed = ChangedRows::default();
+    let funded = ledger.take_changed(&mut changed).to_vec();
+    let last = applied[applied.len() - 1].seq;
+    Commit {
+        applied,
+        entries: chunk.to_vec(),
+        changed,
+        funded,
+        lines,
+        plugins_changed: false,
+        journal_next: Some(journal_next),
+        progress: Progress {
+            final_ranges: vec![(chunk[0].seq, last)],
+            seq_unfinal_first: last + 1,
+            ack_next: 0,
+            seq_notice_from: 1,
+        },
+    }
+}
+
+/// A small commit goes as one pipeline, a large one COPYs its entries and lines: both store the
+/// same rows, both refuse a commit out of order (before it and behind it), and a restart reads
+/// back what the ledger has.
+#[tokio::test]
+async fn small_and_large_commits_store_the_same_rows_and_refuse_any_other_order() {
+    use rtgs_pg::center_store::PIPELINED_COMMIT_ENTRIES_MAX;
+    let pool = fresh("rtgs_test_center_sizes", Schema::Center).await;
+    let store = CenterStore::new(pool.clone());
+    let mut payloads = Vec::new();
+    for a in 1..=50 {
+        payloads.push(Payload::AccountOpen { account: AccountId(a), currency: eur() });
+        payloads.push(Payload::AccountFund { account: AccountId(a), amount_minor: 1_000_000 });
+    }
+    for i in 0..3_000u64 {
+        payloads.push(Payload::Transfer(Transfer {
+            debtor: AccountId(1 + i % 50),
+            creditor: AccountId(1 + (i * 7 + 3) % 50),
+            amount_minor: if i % 11 == 0 { 1 << 40 } else { 1 + i },
+            currency: eur(),
+        }));
+    }
+    let entries: Vec<Entry> = payloads.into_iter().enumerate().map(|(i, p)| entry(i as u64 + 1, p)).collect();
+    let mut ledger = Ledger::new();
+    ledger.track_changes(true);
+    // 40 opening entries (small), the rest but 50 (large), 50 transfers (small).
+    let cuts = [0, 40, entries.len() - 50, entries.len()];
+    const { assert!(40 <= PIPELINED_COMMIT_ENTRIES_MAX && 50 <= PIPELINED_COMMIT_ENTRIES_MAX) };
+    let mut commits = Vec::new();
+    for (k, w) in cuts.windows(2).enumerate() {
+        let commit = commit_of(&mut ledger, &entries[w[0]..w[1]], k as u64 + 1);
+        if k == 1 {
+            // Out of order either way, in either shape: refused, nothing written.
+            let ahead = Commit {
+                applied: commit.applied[1..].to_vec(),
+                entries: commit.entries[1..].to_vec(),
+                progress: commit.progress.clone(),
+                ..Commit::default()
+            };
+            assert!(ahead.applied.len() > PIPELINED_COMMIT_ENTRIES_MAX);
+            match store.commit(&ahead, PluginSave::None).await {
+                Err(StoreError::OutOfOrder { seq_first: 42, seq_applied: 40 }) => {}
+                other => panic!("a commit past a gap was not refused: {other:?}"),
+            }
+        }
+        store.commit(&commit, PluginSave::None).await.unwrap_or_else(|e| panic!("commit {k}: {e}"));
+        commits.push(commit);
+    }
+    for (k, again) in commits.iter().enumerate() {
+        match store.commit(again, PluginSave::None).await {
+            Err(StoreError::OutOfOrder { seq_applied, .. }) => assert_eq!(seq_applied, entries.len() as u64),
+            other => panic!("commit {k} re-delivered was not refused: {other:?}"),
+        }
+    }
+    let stored = store.load().await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(stored.ledger.state_hash(), ledger.state_hash());
+    let mut mine = ledger.accounts().to_vec();
+    mine.sort_by_key(|a| a.id);
+    assert_eq!(stored.ledger.accounts(), &mine[..]);
+    assert_eq!((stored.journal_next(), stored.seq_unfinal_first), (3, entries.len() as u64 + 1));
+    let c = pool.get().await.unwrap_or_else(|e| panic!("{e}"));
+    let count = |sql: &'static str| {
+        let c = &c;
+        async move { c.query_one(sql, &[]).await.map(|r| r.get::<_, i64>(0)).unwrap_or(-1) }
+    };
+    let lines: usize = commits.iter().map(|c| c.lines.len()).sum();
+    assert!(lines > 4_000);
+    assert_eq!(count("SELECT count(DISTINCT seq) FROM applied_entry").await, entries.len() as i64);
+    assert_eq!(count("SELECT count(*) FROM statement_line").await, lines as i64);
+    assert_eq!(
+        count("SELECT count(*) FROM applied_entry WHERE outcome <> 0").await,
+        273,
+        "every 11th of 3,000"
+    );
+    // The same statement of an account whichever shape of commit wrote its lines.
+    let want: Vec<u64> = commits
+        .iter()
+        .flat_map(|c| &c.lines)
+        .filter(|l| l.account == AccountId(7))
+        .map(|l| l.line.seq)
+        .collect();
+    let got =
+        store.statement_lines(AccountId(7), 0, u64::MAX >> 1, 10_000).await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(got.iter().map(|l| l.seq).collect::<Vec<_>>(), want);
+}
+
 /// A batch of transfers under the given bmis (amount 1 + i), as the leader records it.
 fn transfers(seq_first: u64, bmis: &[&str], epoch: u32) -> (OutboxBatch, Vec<Entry>) {
     let entries: Vec<Entry> = bmis
@@ -435,8 +564,19 @@ async fn every_bmi_ever_recorded_is_known_and_never_recorded_twice() {
         Err(StoreError::BmiSequenced { seq_first, .. }) => assert_eq!(seq_first, seq),
         other => panic!("a bmi recorded twice: {other:?}"),
     }
+    // The same for a batch too large for the recording pipeline (its bmis COPYed after it).
+    let many: Vec<String> = (0..rtgs_pg::sequencer_store::PIPELINED_BMIS_MAX + 10)
+        .map(|i| if i == 60 { "N7-7".to_string() } else { format!("BIG-{i}") })
+        .collect();
+    let refs: Vec<&str> = many.iter().map(String::as_str).collect();
+    match store.record_batch(&transfers(seq, &refs, b.epoch).0, 999).await {
+        Err(StoreError::BmiSequenced { seq_first, .. }) => assert_eq!(seq_first, seq),
+        other => panic!("a bmi recorded twice in a large batch: {other:?}"),
+    }
     let c = store.take_over("DC3").await.unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(c.last_seq, seq - 1, "the refused batch left nothing");
+    assert_eq!(c.last_seq, seq - 1, "the refused batches left nothing");
+    let big = Bmi::new(b"BIG-1").unwrap_or_else(|_| unreachable!());
+    assert!(store.known_bmis(&[big]).await.unwrap_or_else(|e| panic!("{e}")).is_empty());
     let fresh_bmi = Bmi::new(b"FRESH").unwrap_or_else(|_| unreachable!());
     assert!(store.known_bmis(&[fresh_bmi]).await.unwrap_or_else(|e| panic!("{e}")).is_empty());
 
@@ -463,6 +603,17 @@ async fn every_bmi_ever_recorded_is_known_and_never_recorded_twice() {
     assert_eq!(
         store.known_bmis(&[key]).await.map(|k| k.get(&key).map(|k| k.seq)).ok().flatten(),
         Some(b.seq_last)
+    );
+    // A large batch is recorded whole (its bmis COPYed after the pipeline).
+    let many: Vec<String> =
+        (0..rtgs_pg::sequencer_store::PIPELINED_BMIS_MAX + 10).map(|i| format!("BIG-{i}")).collect();
+    let refs: Vec<&str> = many.iter().map(String::as_str).collect();
+    let (large, _) = transfers(b.seq_last + 1, &refs, e.epoch);
+    store.record_batch(&large, 302).await.unwrap_or_else(|e| panic!("a large batch: {e}"));
+    let last_big = Bmi::new(many[many.len() - 1].as_bytes()).unwrap_or_else(|_| unreachable!());
+    assert_eq!(
+        store.known_bmis(&[last_big]).await.map(|k| k.get(&last_big).map(|k| k.seq)).ok().flatten(),
+        Some(large.seq_last)
     );
 }
 
