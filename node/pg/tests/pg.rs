@@ -236,27 +236,7 @@ async fn center_commits_batches_atomically_restores_and_never_applies_twice() {
             funded,
             // Statement lines (their balances here arbitrary): the debtor's and the creditor's
             // of every settled transfer.
-            lines: chunk
-                .iter()
-                .zip(&applied_outcomes)
-                .flat_map(|(e, outcome)| match (&e.payload, outcome) {
-                    (Payload::Transfer(t), Outcome::Accepted) => {
-                        let line = |kind, counterparty| rtgs_core::statement::Line {
-                            seq: e.seq,
-                            bmi: e.bmi,
-                            kind,
-                            counterparty: Some(counterparty),
-                            amount_minor: t.amount_minor,
-                            balance_after_minor: e.seq,
-                        };
-                        vec![
-                            AccountLine { account: t.debtor, line: line(LineKind::Debit, t.creditor) },
-                            AccountLine { account: t.creditor, line: line(LineKind::Credit, t.debtor) },
-                        ]
-                    }
-                    _ => Vec::new(),
-                })
-                .collect(),
+            lines: settled_lines(chunk, &applied_outcomes, |e| e.seq),
             plugins_changed: false,
             journal_next: Some(k as u64 + 1),
             progress: Progress {
@@ -352,30 +332,36 @@ async fn center_commits_batches_atomically_restores_and_never_applies_twice() {
     assert!(n > 0 && n == r.get::<_, i64>(2), "the oversized transfers are stored as AM04 rejections");
 }
 
+/// The debtor's and the creditor's statement lines of every settled transfer of `chunk`
+/// (`outcomes`: its entries' outcomes), with `balance_after` as their balances.
+fn settled_lines(
+    chunk: &[Entry],
+    outcomes: &[Outcome],
+    balance_after: fn(&Entry) -> u64,
+) -> Vec<AccountLine> {
+    let mut lines = Vec::new();
+    for (e, outcome) in chunk.iter().zip(outcomes) {
+        if let (Payload::Transfer(t), Outcome::Accepted) = (&e.payload, outcome) {
+            let line = |kind, counterparty| rtgs_core::statement::Line {
+                seq: e.seq,
+                bmi: e.bmi,
+                kind,
+                counterparty: Some(counterparty),
+                amount_minor: t.amount_minor,
+                balance_after_minor: balance_after(e),
+            };
+            lines.push(AccountLine { account: t.debtor, line: line(LineKind::Debit, t.creditor) });
+            lines.push(AccountLine { account: t.creditor, line: line(LineKind::Credit, t.debtor) });
+        }
+    }
+    lines
+}
+
 /// A commit of `chunk` applied to `ledger` (statement lines for settled transfers).
 fn commit_of(ledger: &mut Ledger, chunk: &[Entry], journal_next: u64) -> Commit {
     let applied: Vec<_> = chunk.iter().map(|e| ledger.apply(e)).collect();
-    let lines = chunk
-        .iter()
-        .zip(&applied)
-        .flat_map(|(e, a)| match (&e.payload, a.outcome) {
-            (Payload::Transfer(t), Outcome::Accepted) => {
-                let line = |kind, counterparty| rtgs_core::statement::Line {
-                    seq: e.seq,
-                    bmi: e.bmi,
-                    kind,
-                    counterparty: Some(counterparty),
-                    amount_minor: t.amount_minor,
-                    balance_after_minor: 0,
-                };
-                vec![
-                    AccountLine { account: t.debtor, line: line(LineKind::Debit, t.creditor) },
-                    AccountLine { account: t.creditor, line: line(LineKind::Credit, t.debtor) },
-                ]
-            }
-            _ => Vec::new(),
-        })
-        .collect();
+    let outcomes: Vec<Outcome> = applied.iter().map(|a| a.outcome).collect();
+    let lines = settled_lines(chunk, &outcomes, |_| 0);
     let mut changed = ChangedRows::default();
     let funded = ledger.take_changed(&mut changed).to_vec();
     let last = applied[applied.len() - 1].seq;
