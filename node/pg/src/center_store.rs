@@ -157,34 +157,19 @@ impl CenterStore {
             tx.commit().await?;
             return Ok(());
         };
-        let rows = Rows::of(c)?;
+        let pipelined = c.applied.len() <= PIPELINED_COMMIT_ENTRIES_MAX;
+        let rows = Rows::of(c, pipelined)?;
         let positions = Positions::of(c, acks_published_through, Some((last.seq, last.state_hash)))?;
         let (wm_params, account_params) = (positions.params(), rows.account_params());
-        let advance = match plugins {
-            PluginSave::Advance => Some(tx.prepare_cached(crate::plugin_store::ADVANCE).await?),
-            _ => None,
-        };
-        if c.applied.len() <= PIPELINED_COMMIT_ENTRIES_MAX {
-            // Everything in one pipeline: the lock and its check first (the server runs the
-            // statements in order, so it reads the watermark before this commit moves it), then
-            // every write; the results are looked at once all have come back, the check's first
-            // (an out-of-order commit is refused as such, whatever the writes then ran into).
-            let (entries, lines, accounts) = tokio::try_join!(
-                tx.prepare_cached(INSERT_ENTRIES),
-                tx.prepare_cached(INSERT_LINES),
-                tx.prepare_cached(UPSERT_ACCOUNTS),
-            )?;
-            let (entry_params, line_params) = (rows.entry_params(), rows.line_params());
-            let (locked, r_entries, r_lines, r_accounts, r_holds, r_funded, r_ranges, r_wm, r_advance) = tokio::join!(
-                tx.query_one(&check, &[]),
-                tx.execute(&entries, &entry_params),
-                async {
-                    if c.lines.is_empty() {
-                        Ok(0)
-                    } else {
-                        tx.execute(&lines, &line_params).await
-                    }
-                },
+        let (accounts, advance) = tokio::try_join!(tx.prepare_cached(UPSERT_ACCOUNTS), async {
+            match plugins {
+                PluginSave::Advance => tx.prepare_cached(crate::plugin_store::ADVANCE).await.map(Some),
+                _ => Ok(None),
+            }
+        })?;
+        // Every write after the entries and lines, pipelined; its answers looked at once all came.
+        let rest = async {
+            let (r_accounts, r_holds, r_funded, r_ranges, r_wm, r_advance) = tokio::join!(
                 tx.execute(&accounts, &account_params),
                 write_holds(&tx, &c.changed.holds),
                 write_funded(&tx, c),
@@ -197,39 +182,47 @@ impl CenterStore {
                     }
                 },
             );
-            in_order(locked?.get::<_, i64>(0) as u64, first.seq)?;
-            for r in [r_entries, r_lines, r_accounts, r_funded, r_ranges, r_wm] {
+            for r in [r_accounts, r_funded, r_ranges, r_wm] {
                 r?;
             }
             r_holds?;
-            if r_advance? == Some(0) {
-                return Err(no_plugin_state());
+            match r_advance? {
+                Some(0) => Err(no_plugin_state()),
+                _ => Ok(()),
             }
+        };
+        if pipelined {
+            // Everything in one pipeline: the lock and its check first (the server runs the
+            // statements in order, so it reads the watermark before this commit moves it), the
+            // entries and lines, then the rest; the check's answer is looked at first (an
+            // out-of-order commit is refused as such, whatever the writes then ran into).
+            let (entries, lines) =
+                tokio::try_join!(tx.prepare_cached(INSERT_ENTRIES), tx.prepare_cached(INSERT_LINES))?;
+            let (entry_params, line_params) = (rows.entry_params(), rows.line_params());
+            let (locked, r_entries, r_lines, r_rest) = tokio::join!(
+                tx.query_one(&check, &[]),
+                tx.execute(&entries, &entry_params),
+                async {
+                    if c.lines.is_empty() {
+                        Ok(0)
+                    } else {
+                        tx.execute(&lines, &line_params).await
+                    }
+                },
+                rest,
+            );
+            in_order(locked?.get::<_, i64>(0) as u64, first.seq)?;
+            r_entries?;
+            r_lines?;
+            r_rest?;
         } else {
-            // Large (a merged commit, a catch-up): binary COPY for the entries and lines, then the
-            // rest pipelined.
+            // Large (a merged commit, a catch-up): binary COPY for the entries and lines first.
             in_order(tx.query_one(&check, &[]).await?.get::<_, i64>(0) as u64, first.seq)?;
             copy_entries(&tx, c).await?;
             if !c.lines.is_empty() {
                 copy_lines(&tx, c).await?;
             }
-            let accounts = tx.prepare_cached(UPSERT_ACCOUNTS).await?;
-            let (r_accounts, r_holds, r_funded, r_ranges, r_wm) = tokio::join!(
-                tx.execute(&accounts, &account_params),
-                write_holds(&tx, &c.changed.holds),
-                write_funded(&tx, c),
-                record_finality(&tx, &final_ranges, c),
-                tx.execute(&wm, &wm_params),
-            );
-            for r in [r_accounts, r_funded, r_ranges, r_wm] {
-                r?;
-            }
-            r_holds?;
-            if let Some(st) = &advance {
-                if tx.execute(st, &[&positions.applied]).await? == 0 {
-                    return Err(no_plugin_state());
-                }
-            }
+            rest.await?;
         }
         if let PluginSave::Snapshot(cps) = plugins {
             crate::plugin_store::save_checkpoints_in(&tx, last.seq, cps).await?
@@ -642,9 +635,9 @@ struct Rows {
 }
 
 impl Rows {
-    fn of(c: &Commit) -> Result<Rows, StoreError> {
+    fn of(c: &Commit, pipelined: bool) -> Result<Rows, StoreError> {
         let mut r = Rows::default();
-        if c.applied.len() <= PIPELINED_COMMIT_ENTRIES_MAX {
+        if pipelined {
             for (e, a) in c.entries.iter().zip(&c.applied) {
                 let (kind, debtor, creditor, amount, currency) = columns(&e.payload);
                 r.e_seq.push(i64_of(e.seq)?);

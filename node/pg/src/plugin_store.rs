@@ -63,15 +63,10 @@ pub async fn save_checkpoints_in(
     Ok(())
 }
 
-/// Moves every stored plugin row to `seq_applied` without rewriting its state: the batch being
+/// Moves every stored plugin row to `$1` (the seq) without rewriting its state: the batch being
 /// committed gave no entry to any plugin, so the state stored is still the state at that seq.
-/// Returns the rows moved (0: nothing stored yet — the caller must save a whole state first).
-pub async fn advance_in(client: &impl GenericClient, seq_applied: Seq) -> Result<u64, StoreError> {
-    let seq = bigint(seq_applied)?;
-    Ok(client.execute(ADVANCE, &[&seq]).await?)
-}
-
-/// [`advance_in`]'s statement (`$1`: the seq), for a caller that pipelines it.
+/// Moving no row means nothing was stored yet — the caller must save a whole state first
+/// (`center_store` runs it in its commit's pipeline).
 pub const ADVANCE: &str = "UPDATE plugin_state SET seq_applied = $1, updated_at = now()";
 
 /// [`save_in`] in a transaction of its own.
