@@ -481,16 +481,11 @@ impl World {
     /// Center `i` asked to publish its committed acks from `from` again: read back from its
     /// store, at most `REACK_ACKS_MAX` of them.
     fn reack(&mut self, i: usize, from: Seq) {
-        let store = &self.centers[i].store;
-        let to = store.committed_through().min(from.saturating_add(REACK_ACKS_MAX - 1));
-        if from == 0 || from > to {
-            return;
-        }
-        let acks = store.acks[(from - 1) as usize..to as usize].to_vec();
-        self.publish_acks(i, acks);
+        self.republish(i, from, from.saturating_add(REACK_ACKS_MAX - 1));
     }
 
-    /// A restart's acks `from..=through`, every one (unlike a stall's bounded round).
+    /// Center `i`'s committed acks `from..=through`, read back from its store (a restart's
+    /// republish: every one; a stall's re-ack: a bounded round).
     fn republish(&mut self, i: usize, from: Seq, through: Seq) {
         let store = &self.centers[i].store;
         let to = store.committed_through().min(through);
