@@ -468,6 +468,9 @@ pub struct Center {
     commands: Vec<Command>,
     reack_from: Option<Seq>,
     republish: Option<(Seq, Seq)>,
+    /// This center's acks taken to be in the ack stream when it started (see
+    /// [`Center::acks_published_at_start`]).
+    acks_published_at_start: Seq,
     ack_rewind: Option<u64>,
     stats: CenterStats,
 }
@@ -535,6 +538,7 @@ impl Center {
             commands: Vec::new(),
             reack_from: None,
             republish: None,
+            acks_published_at_start: 0,
             ack_rewind: None,
             stats: CenterStats::default(),
             config,
@@ -545,8 +549,12 @@ impl Center {
         // one. The unfinal ones too, whatever the mark says (acks are idempotent). Published
         // again now rather than after finality has stood still for `reack_after_us`. (With the
         // journal as the commit there is no ack stream to miss: the acks go out as applied.)
-        let from =
-            acks_published_through.map_or(seq_unfinal_first, |p| p.saturating_add(1).min(seq_unfinal_first));
+        // Without a mark, the acks before the first unfinal seq are there (the stream alone
+        // finalized them); nothing beyond what is applied can be.
+        let published =
+            acks_published_through.unwrap_or(seq_unfinal_first.saturating_sub(1)).min(seq_applied);
+        center.acks_published_at_start = published;
+        let from = published.saturating_add(1).min(seq_unfinal_first);
         if !center.config.commit_on_apply && seq_applied >= from {
             center.republish = Some((from, seq_applied));
         }
@@ -802,6 +810,14 @@ impl Center {
     }
 
     // ---- state, for drivers, status and audits ----
+
+    /// This center's acks known to be in the ack stream when it started: the restored mark, or
+    /// (without one) those before the first unfinal seq, never beyond the last applied. A
+    /// driver that counts its confirmed acks starts its durable mark here; what the restart
+    /// publishes again ([`Outputs::republish`]) starts at most one after it.
+    pub fn acks_published_at_start(&self) -> Seq {
+        self.acks_published_at_start
+    }
 
     pub fn id(&self) -> CenterId {
         self.config.center

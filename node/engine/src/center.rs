@@ -163,7 +163,7 @@ pub async fn start(i: CenterInputs) -> Result<Started, EngineError> {
         journal_next: Some(journal_next),
         ack_next,
         catch_up_seq: None,
-        acks_published_through: stored.acks_published_through.map(|p| p.min(seq_applied)),
+        acks_published_through: stored.acks_published_through,
     };
     // With the push path beside them, the journal and ack readers are the record and the
     // backstop, not the fast path: they may wait long per fetch (`limits`).
@@ -191,12 +191,10 @@ pub async fn start(i: CenterInputs) -> Result<Started, EngineError> {
     // This center's acks the broker confirmed (ARCHITECTURE.md "The push path"), the mark the
     // committer stores: pushed acks can make a seq final before this center's ack of it is in
     // the topic. What a restart publishes again is the core's decision (`Outputs::republish`,
-    // from this mark); the mark moves only once those are confirmed. Without a stored mark (a
-    // database from before migration 0008, whose node pushed no acks) the acks were in the topic
-    // up to the first unfinal seq, as the stream alone finalized.
-    let published_through =
-        stored.acks_published_through.unwrap_or(stored.seq_unfinal_first.saturating_sub(1)).min(seq_applied);
-    let acks_confirmed = Arc::new(AtomicU64::new(published_through));
+    // from this mark); the mark moves only once those are confirmed. Where it starts is the
+    // core's too (`Center::acks_published_at_start`: a database from before migration 0008,
+    // whose node pushed no acks, has no mark).
+    let acks_confirmed = Arc::new(AtomicU64::new(center.acks_published_at_start()));
     let (committed_tx, committed_rx) = watch::channel(seq_applied);
     let (announced_tx, announced_rx) = watch::channel(0);
     let (rewind_tx, rewind_rx) = watch::channel(Rewind { generation: 0, position: ack_next });

@@ -702,7 +702,8 @@ fn a_restart_publishes_its_committed_unfinal_acks_again_at_once() {
 /// What a restart publishes again is decided here, from the driver's durable mark of its acks
 /// in the stream: everything after the mark (acks that went only by a faster path may have made
 /// those seqs final at the others while a center reading the stream still waits for them), and
-/// every unfinal one whatever the mark says; nothing when the mark and finality cover all.
+/// every unfinal one whatever the mark says; nothing when the mark and finality cover all. The
+/// mark a driver starts counting its confirmed acks from is the core's answer too.
 #[test]
 fn a_restart_republishes_from_the_lower_of_its_published_mark_and_finality() {
     let mut c = Cluster::new(3, 6, |i| config(i, 3));
@@ -726,17 +727,20 @@ fn a_restart_republishes_from_the_lower_of_its_published_mark_and_finality() {
         let mut center = Center::new(cfg, restore, c.now);
         let mut out = Outputs::default();
         center.poll_output(&mut out);
-        out.republish
+        (out.republish, center.acks_published_at_start())
     };
     // All final, acks in the stream through 3 only (the rest went by push): 4..=6 again.
-    assert_eq!(restart(&mut c, 7, Some(3)), Some((4, 6)));
-    // Final through 2, mark at 4: from the unfinal one.
-    assert_eq!(restart(&mut c, 3, Some(4)), Some((3, 6)));
+    assert_eq!(restart(&mut c, 7, Some(3)), (Some((4, 6)), 3));
+    // Final through 2, mark at 4: from the unfinal one; the mark stays where it was.
+    assert_eq!(restart(&mut c, 3, Some(4)), (Some((3, 6)), 4));
     // No mark: the acks before the first unfinal seq are taken to be in the stream.
-    assert_eq!(restart(&mut c, 5, None), Some((5, 6)));
+    assert_eq!(restart(&mut c, 5, None), (Some((5, 6)), 4));
     // All final and all in the stream: nothing.
-    assert_eq!(restart(&mut c, 7, Some(6)), None);
-    assert_eq!(restart(&mut c, 7, None), None);
+    assert_eq!(restart(&mut c, 7, Some(6)), (None, 6));
+    assert_eq!(restart(&mut c, 7, None), (None, 6));
+    // A mark beyond what is applied (never stored so: the mark is committed with the watermark)
+    // counts no more than is applied.
+    assert_eq!(restart(&mut c, 7, Some(9)), (None, 6));
 }
 
 #[test]
