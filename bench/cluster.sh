@@ -19,7 +19,8 @@
 # file in the run's directory), stopped and deleted at the end with the run's four databases:
 # the shared broker's file only grows (3 GB after a day of runs here cut phase 1 from 58,000 to
 # 36,000/s), and old bench databases keep autovacuum busy during the next run. KEEP=1 keeps
-# both (and the logs) to be read.
+# both (and the logs) to be read — and leaves that broker running: the next run refuses its
+# port until it is stopped (the command is printed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-1000000}
@@ -48,7 +49,8 @@ broker() { RTGS_INFRA_DIR=$DIR/broker RTGS_BROKER_PORT=$BROKER_PORT scripts/"$1"
 cleanup() {
   local rc=$?
   for c in 1 2 3; do [ -f "$DIR/dc$c.pid" ] && kill "$(cat "$DIR/dc$c.pid")" 2>/dev/null || true; done
-  [ "${KEEP:-}" = 1 ] && { echo "bench/cluster.sh: kept $DIR, databases ${P}_*, broker on $BROKER_PORT" >&2; return; }
+  [ "${KEEP:-}" = 1 ] && { echo "bench/cluster.sh: kept $DIR, databases ${P}_*, broker on $BROKER_PORT" \
+    "(stop it: RTGS_INFRA_DIR=$DIR/broker RTGS_BROKER_PORT=$BROKER_PORT scripts/infra-down.sh broker)" >&2; return; }
   broker infra-down 2>/dev/null || true
   # A failed run keeps its logs, databases and the broker's file to be read.
   [ "$rc" = 0 ] || { echo "bench/cluster.sh: failed; kept $DIR and databases ${P}_*" >&2; return; }
@@ -58,6 +60,15 @@ cleanup() {
   done
   rm -rf "$DIR"
 }
+# The broker must be this run's own: a broker already on the port (a KEEP=1 run's, still
+# running) would be taken as ours by infra-up and measured with the earlier runs' data in it
+# (phase 1 fell from ~72,000 to ~37,000/s that way).
+if (exec 3<>"/dev/tcp/127.0.0.1/$BROKER_PORT") 2>/dev/null; then
+  echo "bench/cluster.sh: port $BROKER_PORT is taken (a kept run's broker? stop it with" \
+    "RTGS_INFRA_DIR=/tmp/bench_…/broker RTGS_BROKER_PORT=$BROKER_PORT scripts/infra-down.sh broker)," \
+    "or set BENCH_BROKER_PORT to a free port" >&2
+  rm -rf "$DIR"; exit 1
+fi
 trap cleanup EXIT
 mkdir -p "$DIR/broker"; broker infra-up >/dev/null
 export RTGS_BOOTSTRAP=127.0.0.1:$BROKER_PORT
