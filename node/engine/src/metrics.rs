@@ -238,6 +238,7 @@ pub struct Metrics {
     /// `rtgs_journal_lag_entries`, index = center - 1.
     lag: Vec<Gauge>,
     batch_entries: BatchHistogram,
+    record_batch: BatchHistogram,
     apply_latency: BatchHistogram,
     quorum_latency: BatchHistogram,
     commit_batch: BatchHistogram,
@@ -330,6 +331,13 @@ impl Metrics {
                 &BATCH_BUCKETS,
                 1.0,
             ),
+            record_batch: BatchHistogram::new(
+                "rtgs_sequencer_record_seconds",
+                "The leader's wait for one batch's durable record in the sequencer database (outbox \
+                 row, bmis, fence; retries included): the sequencer's pace under load.",
+                &COMMIT_BUCKETS_S,
+                us,
+            ),
             apply_latency: BatchHistogram::new(
                 "rtgs_apply_latency_seconds",
                 "Entry timestamp (sequenced) to committed in this center's database.",
@@ -353,9 +361,10 @@ impl Metrics {
         }
     }
 
-    /// One batch sequenced by this node (leader).
-    pub fn sequenced(&self, entries: usize) {
+    /// One batch sequenced by this node (leader), whose record took `recorded`.
+    pub fn sequenced(&self, entries: usize, recorded: Duration) {
         self.batch_entries.observe_n(entries as u64, 1);
+        self.record_batch.observe_n(recorded.as_micros() as u64, 1);
         self.sequencer_entries.increment(entries as u64);
     }
 
@@ -415,7 +424,13 @@ impl Metrics {
             gauge.set(known.saturating_sub(*acked) as f64);
         }
         let mut out = self.handle.render();
-        for h in [&self.batch_entries, &self.apply_latency, &self.quorum_latency, &self.commit_batch] {
+        for h in [
+            &self.batch_entries,
+            &self.record_batch,
+            &self.apply_latency,
+            &self.quorum_latency,
+            &self.commit_batch,
+        ] {
             h.render(&self.labels, &mut out);
         }
         if let Some(p) = &status.plugins {

@@ -633,6 +633,7 @@ impl Instance {
         // Durable before publish. A lost connection leaves the commit's outcome unknown: look
         // before recording again (a second attempt after a commit would be fenced by itself).
         let store = &self.i.store;
+        let started = Instant::now();
         let recorded = self
             .i
             .retry
@@ -653,7 +654,7 @@ impl Instance {
         self.lease.renewed();
         l.inbound_offset = l.inbound_offset.max(inbound_offset);
         self.i.stats.seq_sequenced.store(batch.seq_last, Ordering::Relaxed);
-        self.i.metrics.sequenced(entries.len());
+        self.i.metrics.sequenced(entries.len(), started.elapsed());
         let frames = Arc::new(batch.frames);
         let delivery = self.send(batch.seq_first, &frames);
         l.in_flight.push_back(InFlight { seq_first: batch.seq_first, frames, delivery });

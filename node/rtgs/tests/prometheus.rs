@@ -32,8 +32,9 @@ const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../api/participants.
 const SECRET_A: &str = "change-me-bank-a-0123456789";
 
 /// Every series a node exports from its start (node/engine/src/metrics.rs).
-const NODE_METRICS: [&str; 19] = [
+const NODE_METRICS: [&str; 20] = [
     "rtgs_sequencer_batch_entries_bucket",
+    "rtgs_sequencer_record_seconds_bucket",
     "rtgs_sequencer_entries_total",
     "rtgs_sequencer_leader",
     "rtgs_sequencer_epoch",
