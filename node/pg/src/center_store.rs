@@ -5,8 +5,10 @@
 //! The transaction locks the watermark row and refuses a commit that does not start right after
 //! it ([`StoreError::OutOfOrder`]): a seq is never applied twice, whatever the journal consumer
 //! re-delivers after a restart. It then writes the applied entries and their statement lines,
-//! upserts the accounts and holds that changed and the funded totals, records finality ranges
-//! and moves the watermark — all or nothing. A small commit sends all of it as one pipeline
+//! the changed accounts as one `account_change` row (folded into `account` every
+//! [`FOLD_COMMITS`] commits: read balances through the `account_now` view), the holds that
+//! changed and the funded totals, records finality ranges and moves the watermark — all or
+//! nothing. A small commit sends all of it as one pipeline
 //! (`INSERT … UNNEST`, [`PIPELINED_COMMIT_ENTRIES_MAX`]); a large one COPYs entries and lines in
 //! binary first. Stream positions are stored as the last offset done (`-1`: none),
 //! the core's as the next one to read: the conversion is here and nowhere else.
@@ -63,7 +65,27 @@ impl Stored {
 #[derive(Clone)]
 pub struct CenterStore {
     pool: Pool,
+    /// What `account_change` holds (as this process last committed or read it): when to fold.
+    pending: std::sync::Arc<Pending>,
 }
+
+/// The changed-balance rows not folded into `account` yet (center migration 0009). Only the
+/// moment of the next fold depends on it: a count that is off (a commit whose outcome was not
+/// seen) folds early or late, never wrongly — the fold reads the rows themselves.
+#[derive(Default)]
+struct Pending {
+    commits: std::sync::atomic::AtomicUsize,
+    rows: std::sync::atomic::AtomicUsize,
+}
+
+/// A commit folds the pending balance rows into `account` once this many commits' rows are
+/// pending (with its own), or this many account rows: each account's latest values are then
+/// written once for all of them. Measured in psql (migration 0009): with 8,700 of 10,000
+/// accounts changed per commit, 16 commits fold in ≈ 170 ms — 10.5 ms a commit against 33 ms
+/// for upserting every changed balance with every commit. A ledger of many accounts rarely
+/// changed folds by rows, at about the cost of the upserts it replaces (plus one sort).
+pub const FOLD_COMMITS: usize = 16;
+pub const FOLD_ROWS: usize = 160_000;
 
 const COPY_TYPES: [Type; 12] = [
     Type::INT8,
@@ -107,7 +129,9 @@ fn columns(p: &Payload) -> (i16, Option<u64>, Option<u64>, Option<u64>, Option<C
 
 impl CenterStore {
     pub fn new(pool: Pool) -> Self {
-        CenterStore { pool }
+        // Unknown until `load`: the first commit folds whatever is pending.
+        let pending = Pending { commits: FOLD_COMMITS.into(), rows: 0.into() };
+        CenterStore { pool, pending: std::sync::Arc::new(pending) }
     }
 
     /// Commits one [`Commit`] atomically (an empty one moves the finality progress only);
@@ -161,7 +185,13 @@ impl CenterStore {
         let rows = Rows::of(c, pipelined)?;
         let positions = Positions::of(c, acks_published_through, Some((last.seq, last.state_hash)))?;
         let (wm_params, account_params) = (positions.params(), rows.account_params());
-        let (accounts, advance) = tokio::try_join!(tx.prepare_cached(UPSERT_ACCOUNTS), async {
+        let changed = c.changed.accounts.len();
+        let fold = !c.changed.accounts.is_empty() && {
+            use std::sync::atomic::Ordering::Relaxed;
+            self.pending.commits.load(Relaxed) + 1 >= FOLD_COMMITS
+                || self.pending.rows.load(Relaxed) + changed >= FOLD_ROWS
+        };
+        let (accounts, advance) = tokio::try_join!(tx.prepare_cached(INSERT_CHANGES), async {
             match plugins {
                 PluginSave::Advance => tx.prepare_cached(crate::plugin_store::ADVANCE).await.map(Some),
                 _ => Ok(None),
@@ -227,7 +257,18 @@ impl CenterStore {
         if let PluginSave::Snapshot(cps) = plugins {
             crate::plugin_store::save_checkpoints_in(&tx, last.seq, cps).await?
         }
+        if fold {
+            tx.batch_execute(FOLD).await?;
+        }
         tx.commit().await?;
+        use std::sync::atomic::Ordering::Relaxed;
+        if fold {
+            self.pending.commits.store(0, Relaxed);
+            self.pending.rows.store(0, Relaxed);
+        } else if changed > 0 {
+            self.pending.commits.fetch_add(1, Relaxed);
+            self.pending.rows.fetch_add(changed, Relaxed);
+        }
         Ok(())
     }
 
@@ -395,8 +436,11 @@ impl CenterStore {
                 &[],
             )
             .await?;
+        let pending = client
+            .query_one("SELECT count(*), COALESCE(sum(cardinality(ids)), 0)::bigint FROM account_change", &[])
+            .await?;
         let accounts = client
-            .query("SELECT id, currency, balance_minor, closed FROM account ORDER BY id", &[])
+            .query("SELECT id, currency, balance_minor, closed FROM account_now ORDER BY id", &[])
             .await?
             .iter()
             .map(|r| {
@@ -443,6 +487,9 @@ impl CenterStore {
             w.get::<_, i64>(5) as u64,
         )
         .map_err(|_| StoreError::Corrupt("stored balances do not add up to the funded totals".into()))?;
+        use std::sync::atomic::Ordering::Relaxed;
+        self.pending.commits.store(pending.get::<_, i64>(0) as usize, Relaxed);
+        self.pending.rows.store(pending.get::<_, i64>(1) as usize, Relaxed);
         Ok(Stored {
             ledger,
             journal_offset: w.get(2),
@@ -534,9 +581,20 @@ const INSERT_LINES: &str = "INSERT INTO statement_line (account, seq, k, kind, c
         balance_after_minor)
     SELECT * FROM UNNEST($1::bigint[], $2::bigint[], $3::smallint[], $4::smallint[], $5::bigint[],
         $6::bigint[], $7::bigint[])";
-const UPSERT_ACCOUNTS: &str = "INSERT INTO account (id, currency, balance_minor, closed)
-    SELECT * FROM UNNEST($1::bigint[], $2::text[], $3::bigint[], $4::bool[])
-    ON CONFLICT (id) DO UPDATE SET balance_minor = EXCLUDED.balance_minor, closed = EXCLUDED.closed";
+/// The commit's changed accounts as one `account_change` row at its last seq ($5); nothing when
+/// none changed.
+const INSERT_CHANGES: &str = "INSERT INTO account_change (seq, ids, currencies, balances, closed)
+    SELECT $5, $1::bigint[], $2::text[], $3::bigint[], $4::bool[] WHERE cardinality($1::bigint[]) > 0";
+/// Folds every pending `account_change` row into `account` (each account's values of the
+/// latest row holding it) and deletes them; in the commit's transaction, after its own row.
+const FOLD: &str = "SET LOCAL work_mem = '64MB';
+    INSERT INTO account (id, currency, balance_minor, closed)
+    SELECT DISTINCT ON (u.id) u.id, u.currency, u.balance_minor, u.closed
+      FROM account_change c,
+           unnest(c.ids, c.currencies, c.balances, c.closed) AS u(id, currency, balance_minor, closed)
+     ORDER BY u.id, c.seq DESC
+    ON CONFLICT (id) DO UPDATE SET balance_minor = EXCLUDED.balance_minor, closed = EXCLUDED.closed;
+    DELETE FROM account_change;";
 /// One statement moves the whole watermark: the applied seq and state hash when entries were
 /// applied ($6, $7; NULL: progress only), and the positions and finality progress always.
 const WATERMARK: &str = "UPDATE watermark SET seq_applied = COALESCE($6, seq_applied),
@@ -632,6 +690,8 @@ struct Rows {
     a_currency: Vec<String>,
     a_balance: Vec<i64>,
     a_closed: Vec<bool>,
+    /// The commit's last seq (the `account_change` row's key).
+    a_seq: i64,
 }
 
 impl Rows {
@@ -665,6 +725,7 @@ impl Rows {
                 r.l_balance.push(i64_of(l.line.balance_after_minor)?);
             }
         }
+        r.a_seq = c.applied.last().map(|a| i64_of(a.seq)).transpose()?.unwrap_or(0);
         for a in &c.changed.accounts {
             r.a_id.push(i64_of(a.id.0)?);
             r.a_currency.push(a.currency.as_str().to_string());
@@ -703,8 +764,8 @@ impl Rows {
         ]
     }
 
-    fn account_params(&self) -> [&(dyn ToSql + Sync); 4] {
-        [&self.a_id, &self.a_currency, &self.a_balance, &self.a_closed]
+    fn account_params(&self) -> [&(dyn ToSql + Sync); 5] {
+        [&self.a_id, &self.a_currency, &self.a_balance, &self.a_closed, &self.a_seq]
     }
 }
 

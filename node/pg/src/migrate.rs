@@ -30,6 +30,7 @@ const CENTER: &[(&str, &str)] = &[
     ("0006_broker_generation", include_str!("../../../migrations/center/0006_broker_generation.sql")),
     ("0007_statement_line", include_str!("../../../migrations/center/0007_statement_line.sql")),
     ("0008_acks_published", include_str!("../../../migrations/center/0008_acks_published.sql")),
+    ("0009_account_change", include_str!("../../../migrations/center/0009_account_change.sql")),
 ];
 const LOCK_KEY: i64 = 0x5254_4753; // "RTGS"
 

@@ -188,7 +188,7 @@ async fn read_state(
 ) -> Result<CenterSnapshot, StoreError> {
     let mut balances = BTreeMap::new();
     let mut balance_total_minor = 0i128;
-    for r in tx.query("SELECT id, balance_minor, closed FROM account", &[]).await? {
+    for r in tx.query("SELECT id, balance_minor, closed FROM account_now", &[]).await? {
         let balance = r.get::<_, i64>(1);
         balance_total_minor += i128::from(balance);
         balances.insert(r.get::<_, i64>(0) as u64, (balance as u64, r.get::<_, bool>(2)));

@@ -76,7 +76,8 @@ async fn migrations_apply_once() {
             "0005_holds",
             "0006_broker_generation",
             "0007_statement_line",
-            "0008_acks_published"
+            "0008_acks_published",
+            "0009_account_change"
         ]
     );
 }
@@ -650,4 +651,70 @@ async fn concurrent_migrations_of_an_empty_database_all_succeed() {
         }
         assert_eq!(applied, 5, "round {round}: each migration applied exactly once");
     }
+}
+
+/// Changed balances go in as one row per commit and are folded into `account` every
+/// `FOLD_COMMITS` commits, in the commit's transaction: after every commit — folding or not, by
+/// this store or by one that restarted in between — a restart reads back exactly the ledger,
+/// the pending rows never outnumber the bound, and a fold leaves `account` alone current.
+#[tokio::test]
+async fn balances_fold_into_accounts_and_read_back_exactly_after_every_commit() {
+    use rtgs_pg::center_store::FOLD_COMMITS;
+    let pool = fresh("rtgs_test_center_fold", Schema::Center).await;
+    let mut store = CenterStore::new(pool.clone());
+    let mut payloads = Vec::new();
+    for a in 1..=6 {
+        payloads.push(Payload::AccountOpen { account: AccountId(a), currency: eur() });
+        payloads.push(Payload::AccountFund { account: AccountId(a), amount_minor: 10_000 });
+    }
+    // Three transfers a commit; account 7 opens late (its first row is a pending change).
+    let commits = 3 * FOLD_COMMITS + 5;
+    for i in 0..3 * commits as u64 {
+        if i == 3 * 20 {
+            payloads.push(Payload::AccountOpen { account: AccountId(7), currency: eur() });
+        }
+        payloads.push(Payload::Transfer(Transfer {
+            debtor: AccountId(1 + i % 6),
+            creditor: AccountId(1 + (i * 5 + 1) % 7),
+            amount_minor: 1 + i,
+            currency: eur(),
+        }));
+    }
+    let entries: Vec<Entry> = payloads.into_iter().enumerate().map(|(i, p)| entry(i as u64 + 1, p)).collect();
+    let mut ledger = Ledger::new();
+    ledger.track_changes(true);
+    let c = pool.get().await.unwrap_or_else(|e| panic!("{e}"));
+    let (mut folds, mut pending_max) = (0, 0);
+    for (k, chunk) in entries.chunks(3).enumerate() {
+        let commit = commit_of(&mut ledger, chunk, k as u64 + 1);
+        store.commit(&commit, PluginSave::None).await.unwrap_or_else(|e| panic!("commit {k}: {e}"));
+        let stored = CenterStore::new(pool.clone()).load().await.unwrap_or_else(|e| panic!("{e}"));
+        let mut mine = ledger.accounts().to_vec();
+        mine.sort_by_key(|a| a.id);
+        assert_eq!(stored.ledger.accounts(), &mine[..], "after commit {k}");
+        assert_eq!(stored.ledger.state_hash(), ledger.state_hash());
+        let pending: i64 =
+            c.query_one("SELECT count(*) FROM account_change", &[]).await.map(|r| r.get(0)).unwrap_or(-1);
+        assert!((0..FOLD_COMMITS as i64).contains(&pending), "{pending} rows pending after commit {k}");
+        pending_max = pending_max.max(pending);
+        if pending == 0 {
+            folds += 1;
+            // Folded: `account` alone is the ledger.
+            let rows = c
+                .query("SELECT id, balance_minor FROM account ORDER BY id", &[])
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            let folded: Vec<(u64, u64)> =
+                rows.iter().map(|r| (r.get::<_, i64>(0) as u64, r.get::<_, i64>(1) as u64)).collect();
+            let want: Vec<(u64, u64)> = mine.iter().map(|a| (a.id.0, a.balance_minor)).collect();
+            assert_eq!(folded, want, "account after the fold of commit {k}");
+        }
+        if k == 30 {
+            // A restart in between: the new store counts what is pending from the database.
+            store = CenterStore::new(pool.clone());
+            store.load().await.unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+    assert_eq!(pending_max, FOLD_COMMITS as i64 - 1, "rows wait for the fold");
+    assert!(folds >= 3, "{folds} folds over {} commits", entries.len().div_ceil(3));
 }

@@ -124,12 +124,15 @@ async fn reconcile_finds_and_locates_divergence() {
     assert_eq!(v["common_seq"], entries.len());
     assert!(v["centers"].as_array().is_some_and(|c| c.iter().all(|c| c["lag_entries"] == 0)), "{v}");
 
-    // DC3 diverges: a different chain from seq 20 on, and a balance that is off by one.
+    // DC3 diverges: a different chain from seq 20 on, and a balance that is off by one (in the
+    // folded row and in any change not folded yet: `account_now` is what a center holds).
     let c = pools[2].get().await.unwrap_or_else(|e| panic!("{e}"));
     c.batch_execute(
         "UPDATE applied_entry SET state_hash = state_hash # 1 WHERE seq >= 20;
          UPDATE watermark SET state_hash = state_hash # 1;
-         UPDATE account SET balance_minor = balance_minor + 1 WHERE id = 2;",
+         UPDATE account SET balance_minor = balance_minor + 1 WHERE id = 2;
+         UPDATE account_change SET balances[array_position(ids, 2::bigint)] =
+                balances[array_position(ids, 2::bigint)] + 1 WHERE 2 = ANY(ids);",
     )
     .await
     .unwrap_or_else(|e| panic!("{e}"));
