@@ -23,12 +23,17 @@ ALTER TABLE account_change ALTER COLUMN ids SET STORAGE EXTERNAL,
     ALTER COLUMN currencies SET STORAGE EXTERNAL, ALTER COLUMN balances SET STORAGE EXTERNAL,
     ALTER COLUMN closed SET STORAGE EXTERNAL;
 
--- Every account as of the watermark: the latest pending change, else the folded row.
+-- Each account's latest pending values (the newest row holding it): what a fold writes.
+CREATE OR REPLACE VIEW account_pending AS
+SELECT DISTINCT ON (u.id) u.id, u.currency, u.balance_minor, u.closed
+  FROM account_change c,
+       unnest(c.ids, c.currencies, c.balances, c.closed) AS u(id, currency, balance_minor, closed)
+ ORDER BY u.id, c.seq DESC;
+
+-- Every account as of the watermark: its pending values, else the folded row.
 CREATE OR REPLACE VIEW account_now AS
 SELECT DISTINCT ON (id) id, currency, balance_minor, closed
-  FROM (SELECT id, currency, balance_minor, closed, 0::bigint AS seq FROM account
+  FROM (SELECT id, currency::text, balance_minor, closed, false AS pending FROM account
         UNION ALL
-        SELECT u.id, u.currency::char(3), u.balance_minor, u.closed, c.seq
-          FROM account_change c,
-               unnest(c.ids, c.currencies, c.balances, c.closed) AS u(id, currency, balance_minor, closed)) a
- ORDER BY id, seq DESC;
+        SELECT id, currency, balance_minor, closed, true FROM account_pending) a
+ ORDER BY id, pending DESC;

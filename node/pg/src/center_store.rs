@@ -23,6 +23,8 @@ use rtgs_core::center::Commit;
 use rtgs_core::entry::{AccountId, Bmi, CenterId, Currency, Outcome, Payload, PluginKind, Seq};
 use rtgs_core::ledger::{Account, Applied, Hold, HoldKey, Ledger};
 use rtgs_core::statement::{Line, LineKind};
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::Arc;
 use tokio_postgres::binary_copy::BinaryCopyInWriter;
 use tokio_postgres::types::{ToSql, Type};
 
@@ -66,16 +68,37 @@ impl Stored {
 pub struct CenterStore {
     pool: Pool,
     /// What `account_change` holds (as this process last committed or read it): when to fold.
-    pending: std::sync::Arc<Pending>,
+    pending: Arc<Pending>,
 }
 
 /// The changed-balance rows not folded into `account` yet (center migration 0009). Only the
 /// moment of the next fold depends on it: a count that is off (a commit whose outcome was not
 /// seen) folds early or late, never wrongly — the fold reads the rows themselves.
-#[derive(Default)]
 struct Pending {
-    commits: std::sync::atomic::AtomicUsize,
-    rows: std::sync::atomic::AtomicUsize,
+    commits: AtomicUsize,
+    rows: AtomicUsize,
+}
+
+impl Pending {
+    /// Whether a commit changing `changed` accounts folds (its own row included).
+    fn fold_due(&self, changed: usize) -> bool {
+        changed > 0
+            && (self.commits.load(Relaxed) + 1 >= FOLD_COMMITS
+                || self.rows.load(Relaxed) + changed >= FOLD_ROWS)
+    }
+
+    /// What is pending now: after a load, a fold, or a commit that added its row.
+    fn set(&self, commits: usize, rows: usize) {
+        self.commits.store(commits, Relaxed);
+        self.rows.store(rows, Relaxed);
+    }
+
+    fn added(&self, changed: usize) {
+        if changed > 0 {
+            self.commits.fetch_add(1, Relaxed);
+            self.rows.fetch_add(changed, Relaxed);
+        }
+    }
 }
 
 /// A commit folds the pending balance rows into `account` once this many commits' rows are
@@ -131,7 +154,7 @@ impl CenterStore {
     pub fn new(pool: Pool) -> Self {
         // Unknown until `load`: the first commit folds whatever is pending.
         let pending = Pending { commits: FOLD_COMMITS.into(), rows: 0.into() };
-        CenterStore { pool, pending: std::sync::Arc::new(pending) }
+        CenterStore { pool, pending: Arc::new(pending) }
     }
 
     /// Commits one [`Commit`] atomically (an empty one moves the finality progress only);
@@ -186,11 +209,7 @@ impl CenterStore {
         let positions = Positions::of(c, acks_published_through, Some((last.seq, last.state_hash)))?;
         let (wm_params, account_params) = (positions.params(), rows.account_params());
         let changed = c.changed.accounts.len();
-        let fold = !c.changed.accounts.is_empty() && {
-            use std::sync::atomic::Ordering::Relaxed;
-            self.pending.commits.load(Relaxed) + 1 >= FOLD_COMMITS
-                || self.pending.rows.load(Relaxed) + changed >= FOLD_ROWS
-        };
+        let fold = self.pending.fold_due(changed);
         let (accounts, advance) = tokio::try_join!(tx.prepare_cached(INSERT_CHANGES), async {
             match plugins {
                 PluginSave::Advance => tx.prepare_cached(crate::plugin_store::ADVANCE).await.map(Some),
@@ -261,13 +280,10 @@ impl CenterStore {
             tx.batch_execute(FOLD).await?;
         }
         tx.commit().await?;
-        use std::sync::atomic::Ordering::Relaxed;
         if fold {
-            self.pending.commits.store(0, Relaxed);
-            self.pending.rows.store(0, Relaxed);
-        } else if changed > 0 {
-            self.pending.commits.fetch_add(1, Relaxed);
-            self.pending.rows.fetch_add(changed, Relaxed);
+            self.pending.set(0, 0);
+        } else {
+            self.pending.added(changed);
         }
         Ok(())
     }
@@ -487,9 +503,7 @@ impl CenterStore {
             w.get::<_, i64>(5) as u64,
         )
         .map_err(|_| StoreError::Corrupt("stored balances do not add up to the funded totals".into()))?;
-        use std::sync::atomic::Ordering::Relaxed;
-        self.pending.commits.store(pending.get::<_, i64>(0) as usize, Relaxed);
-        self.pending.rows.store(pending.get::<_, i64>(1) as usize, Relaxed);
+        self.pending.set(pending.get::<_, i64>(0) as usize, pending.get::<_, i64>(1) as usize);
         Ok(Stored {
             ledger,
             journal_offset: w.get(2),
@@ -585,14 +599,11 @@ const INSERT_LINES: &str = "INSERT INTO statement_line (account, seq, k, kind, c
 /// none changed.
 const INSERT_CHANGES: &str = "INSERT INTO account_change (seq, ids, currencies, balances, closed)
     SELECT $5, $1::bigint[], $2::text[], $3::bigint[], $4::bool[] WHERE cardinality($1::bigint[]) > 0";
-/// Folds every pending `account_change` row into `account` (each account's values of the
-/// latest row holding it) and deletes them; in the commit's transaction, after its own row.
+/// Folds every pending `account_change` row into `account` (the view `account_pending`: each
+/// account's values of the latest row holding it, as `account_now` reads them) and deletes them; in the commit's transaction, after its own row.
 const FOLD: &str = "SET LOCAL work_mem = '64MB';
     INSERT INTO account (id, currency, balance_minor, closed)
-    SELECT DISTINCT ON (u.id) u.id, u.currency, u.balance_minor, u.closed
-      FROM account_change c,
-           unnest(c.ids, c.currencies, c.balances, c.closed) AS u(id, currency, balance_minor, closed)
-     ORDER BY u.id, c.seq DESC
+    SELECT id, currency, balance_minor, closed FROM account_pending
     ON CONFLICT (id) DO UPDATE SET balance_minor = EXCLUDED.balance_minor, closed = EXCLUDED.closed;
     DELETE FROM account_change;";
 /// One statement moves the whole watermark: the applied seq and state hash when entries were
