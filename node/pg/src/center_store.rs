@@ -4,13 +4,14 @@
 //!
 //! The transaction locks the watermark row and refuses a commit that does not start right after
 //! it ([`StoreError::OutOfOrder`]): a seq is never applied twice, whatever the journal consumer
-//! re-delivers after a restart. It then writes the applied entries and their statement lines,
-//! the changed accounts as one `account_change` row (folded into `account` every
-//! [`FOLD_COMMITS`] commits: read balances through the `account_now` view), the holds that
-//! changed and the funded totals, records finality ranges and moves the watermark — all or
-//! nothing. A small commit sends all of it as one pipeline
-//! (`INSERT … UNNEST`, [`PIPELINED_COMMIT_ENTRIES_MAX`]); a large one COPYs entries and lines in
-//! binary first. Stream positions are stored as the last offset done (`-1`: none),
+//! re-delivers after a restart. It then writes the applied entries as one `applied_batch` row
+//! of arrays (read one seq by [`CenterStore::final_outcome`]'s index probe; the view
+//! `applied_entry` unnests them for ad-hoc queries), their statement lines, the changed accounts
+//! as one `account_change` row (folded into `account` every [`FOLD_COMMITS`] commits: read
+//! balances through the `account_now` view), the holds that changed and the funded totals,
+//! records finality ranges and moves the watermark — all or nothing, sent as one pipeline; only
+//! the statement lines of a commit of more than [`PIPELINED_COMMIT_ENTRIES_MAX`] entries are
+//! COPYed in binary first. Stream positions are stored as the last offset done (`-1`: none),
 //! the core's as the next one to read: the conversion is here and nowhere else.
 //!
 //! The `finalizer_tally` table (migration 0001) is kept in the schema but never written: pending
@@ -18,7 +19,7 @@
 
 use crate::StoreError;
 use deadpool_postgres::Pool;
-use futures_util::pin_mut;
+use futures_util::{pin_mut, TryStreamExt};
 use rtgs_core::center::Commit;
 use rtgs_core::entry::{AccountId, Bmi, CenterId, Currency, Outcome, Payload, PluginKind, Seq};
 use rtgs_core::ledger::{Account, Applied, Hold, HoldKey, Ledger};
@@ -110,21 +111,6 @@ impl Pending {
 pub const FOLD_COMMITS: usize = 16;
 pub const FOLD_ROWS: usize = 160_000;
 
-const COPY_TYPES: [Type; 12] = [
-    Type::INT8,
-    Type::INT8,
-    Type::INT8,
-    Type::INT2,
-    Type::TEXT,
-    Type::INT2,
-    Type::INT8,
-    Type::INT8,
-    Type::INT8,
-    Type::BPCHAR,
-    Type::INT2,
-    Type::INT8,
-];
-
 fn i64_of(v: u64) -> Result<i64, StoreError> {
     i64::try_from(v).map_err(|_| StoreError::Corrupt(format!("{v} does not fit a bigint")))
 }
@@ -175,9 +161,16 @@ impl CenterStore {
         if c.entries.len() != c.applied.len() {
             return Err(StoreError::Corrupt("entries and acks differ in length".into()));
         }
-        for (e, a) in c.entries.iter().zip(&c.applied) {
+        for ((e, a), want) in c.entries.iter().zip(&c.applied).zip(c.applied.first().map_or(0, |a| a.seq)..) {
             if e.seq != a.seq {
                 return Err(StoreError::Corrupt(format!("entry {} paired with ack {}", e.seq, a.seq)));
+            }
+            if a.seq != want {
+                return Err(StoreError::Corrupt(format!(
+                    "a commit's seqs must follow each other: {} after {}",
+                    a.seq,
+                    want - 1
+                )));
             }
         }
         let mut client = self.pool.get().await?;
@@ -204,8 +197,8 @@ impl CenterStore {
             tx.commit().await?;
             return Ok(());
         };
-        let pipelined = c.applied.len() <= PIPELINED_COMMIT_ENTRIES_MAX;
-        let rows = Rows::of(c, pipelined)?;
+        let lines_by_copy = c.applied.len() > PIPELINED_COMMIT_ENTRIES_MAX && !c.lines.is_empty();
+        let rows = Rows::of(c, !lines_by_copy)?;
         let positions = Positions::of(c, acks_published_through, Some((last.seq, last.state_hash)))?;
         let (wm_params, account_params) = (positions.params(), rows.account_params());
         let changed = c.changed.accounts.len();
@@ -240,39 +233,40 @@ impl CenterStore {
                 _ => Ok(()),
             }
         };
-        if pipelined {
-            // Everything in one pipeline: the lock and its check first (the server runs the
-            // statements in order, so it reads the watermark before this commit moves it), the
-            // entries and lines, then the rest; the check's answer is looked at first (an
-            // out-of-order commit is refused as such, whatever the writes then ran into).
-            let (entries, lines) =
-                tokio::try_join!(tx.prepare_cached(INSERT_ENTRIES), tx.prepare_cached(INSERT_LINES))?;
-            let (entry_params, line_params) = (rows.entry_params(), rows.line_params());
-            let (locked, r_entries, r_lines, r_rest) = tokio::join!(
-                tx.query_one(&check, &[]),
-                tx.execute(&entries, &entry_params),
-                async {
-                    if c.lines.is_empty() {
-                        Ok(0)
-                    } else {
-                        tx.execute(&lines, &line_params).await
-                    }
-                },
-                rest,
-            );
-            in_order(locked?.get::<_, i64>(0) as u64, first.seq)?;
-            r_entries?;
-            r_lines?;
-            r_rest?;
-        } else {
-            // Large (a merged commit, a catch-up): binary COPY for the entries and lines first.
+        let (entries, lines) =
+            tokio::try_join!(tx.prepare_cached(INSERT_ENTRIES), tx.prepare_cached(INSERT_LINES))?;
+        if lines_by_copy {
+            // Many statement lines: binary COPY first (the lock and its check before it).
             in_order(tx.query_one(&check, &[]).await?.get::<_, i64>(0) as u64, first.seq)?;
-            copy_entries(&tx, c).await?;
-            if !c.lines.is_empty() {
-                copy_lines(&tx, c).await?;
-            }
-            rest.await?;
+            copy_lines(&tx, c).await?;
         }
+        // Everything else in one pipeline: the lock and its check first (the server runs the
+        // statements in order, so it reads the watermark before this commit moves it), the
+        // entries and lines, then the rest; the check's answer is looked at first (an
+        // out-of-order commit is refused as such, whatever the writes then ran into).
+        let (entry_params, line_params) = (rows.entry_params(), rows.line_params());
+        let (locked, r_entries, r_lines, r_rest) = tokio::join!(
+            async {
+                match lines_by_copy {
+                    true => Ok(None),
+                    false => tx.query_one(&check, &[]).await.map(Some),
+                }
+            },
+            tx.execute(&entries, &entry_params),
+            async {
+                match lines_by_copy || c.lines.is_empty() {
+                    true => Ok(0),
+                    false => tx.execute(&lines, &line_params).await,
+                }
+            },
+            rest,
+        );
+        if let Some(locked) = locked? {
+            in_order(locked.get::<_, i64>(0) as u64, first.seq)?;
+        }
+        r_entries?;
+        r_lines?;
+        r_rest?;
         if let PluginSave::Snapshot(cps) = plugins {
             crate::plugin_store::save_checkpoints_in(&tx, last.seq, cps).await?
         }
@@ -322,21 +316,22 @@ impl CenterStore {
         let client = self.pool.get().await?;
         let row = client
             .query_opt(
-                "SELECT e.outcome FROM applied_entry e, watermark w
-                  WHERE e.seq = $1 AND w.id = 1 AND e.seq < w.seq_unfinal_first",
+                "SELECT b.outcomes[$1 - b.seq_first + 1] FROM applied_batch b, watermark w
+                  WHERE b.seq_first <= $1 AND w.id = 1 AND $1 < w.seq_unfinal_first
+                  ORDER BY b.seq_first DESC LIMIT 1",
                 &[&i64_of(seq)?],
             )
             .await?;
-        row.map(|r| {
-            let code = r.get::<_, i16>(0) as u16;
-            Outcome::from_code(code)
-                .ok_or_else(|| StoreError::Corrupt(format!("applied_entry {seq}: outcome")))
-        })
-        .transpose()
+        row.and_then(|r| r.get::<_, Option<i16>>(0))
+            .map(|code| {
+                Outcome::from_code(code as u16)
+                    .ok_or_else(|| StoreError::Corrupt(format!("applied entry {seq}: outcome")))
+            })
+            .transpose()
     }
 
     /// At most `max` statement lines of `account` with `from ≤ seq ≤ through`, oldest first, each
-    /// with its entry's `bmi` (one index range scan; the entry by primary key).
+    /// with its entry's `bmi` (one index range scan; each line's batch by one index probe).
     pub async fn statement_lines(
         &self,
         account: AccountId,
@@ -348,8 +343,10 @@ impl CenterStore {
         let limit = i64::try_from(max).unwrap_or(i64::MAX);
         let rows = client
             .query(
-                "SELECT l.seq, l.kind, l.counterparty, l.amount_minor, l.balance_after_minor, e.bmi
-                   FROM statement_line l JOIN applied_entry e ON e.seq = l.seq
+                "SELECT l.seq, l.kind, l.counterparty, l.amount_minor, l.balance_after_minor,
+                        (SELECT b.bmis[l.seq - b.seq_first + 1] FROM applied_batch b
+                          WHERE b.seq_first <= l.seq ORDER BY b.seq_first DESC LIMIT 1)
+                   FROM statement_line l
                   WHERE l.account = $1 AND l.seq >= $2 AND l.seq <= $3
                   ORDER BY l.seq, l.k LIMIT $4",
                 &[&i64_of(account.0)?, &i64_of(from)?, &i64_of(through)?, &limit],
@@ -361,8 +358,9 @@ impl CenterStore {
                 let corrupt = |what: &str| StoreError::Corrupt(format!("statement_line {seq}: {what}"));
                 let kind = LineKind::from_code(r.get(1)).ok_or_else(|| corrupt("kind"))?;
                 let counterparty = r.get::<_, Option<i64>>(2).map(|a| AccountId(a as u64));
-                let bmi_text: &str = r.get(5);
-                let bmi = Bmi::new(bmi_text.as_bytes()).map_err(|_| corrupt("bmi"))?;
+                let bmi_text: Option<&str> = r.get(5);
+                let bmi = Bmi::new(bmi_text.ok_or_else(|| corrupt("no applied entry"))?.as_bytes())
+                    .map_err(|_| corrupt("bmi"))?;
                 let (amount_minor, balance_after_minor) =
                     (r.get::<_, i64>(3) as u64, r.get::<_, i64>(4) as u64);
                 Ok(Line { seq, bmi, kind, counterparty, amount_minor, balance_after_minor })
@@ -384,30 +382,50 @@ impl CenterStore {
         max: usize,
     ) -> Result<Vec<(Applied, CenterId, Bmi)>, StoreError> {
         let client = self.pool.get().await?;
-        let limit = i64::try_from(max).unwrap_or(i64::MAX);
+        // Every batch holds at least one seq: `max + 1` batches (the first may start before
+        // `from`) hold `max` entries from `from` on, if so many were applied.
+        let batches = i64::try_from(max).unwrap_or(i64::MAX).saturating_add(1);
+        let from_i = i64_of(from)?;
         let rows = client
-            .query(
-                "SELECT seq, outcome, state_hash, origin, bmi FROM applied_entry WHERE seq >= $1
-                  ORDER BY seq LIMIT $2",
-                &[&i64_of(from)?, &limit],
+            .query_raw(
+                "SELECT seq_first, outcomes, state_hashes, origins, bmis FROM applied_batch
+                  WHERE seq_first >= COALESCE((SELECT max(seq_first) FROM applied_batch WHERE seq_first <= $1), 0)
+                  ORDER BY seq_first LIMIT $2",
+                [&from_i as &(dyn ToSql + Sync), &batches],
             )
             .await?;
-        rows.iter()
-            .map(|r| {
-                let seq = r.get::<_, i64>(0) as u64;
-                let corrupt = |what: &str| StoreError::Corrupt(format!("applied_entry {seq}: {what}"));
-                let outcome =
-                    Outcome::from_code(r.get::<_, i16>(1) as u16).ok_or_else(|| corrupt("outcome"))?;
-                let bmi_text: &str = r.get(4);
+        pin_mut!(rows);
+        let mut out = Vec::new();
+        while out.len() < max {
+            let Some(r) = rows.try_next().await? else { break };
+            let seq_first = r.get::<_, i64>(0) as u64;
+            let corrupt = |what: &str| StoreError::Corrupt(format!("applied batch {seq_first}: {what}"));
+            let (outcomes, hashes): (Vec<i16>, Vec<i64>) = (r.get(1), r.get(2));
+            let (origins, bmis): (Vec<i16>, Vec<&str>) = (r.get(3), r.get(4));
+            if [hashes.len(), origins.len(), bmis.len()].iter().any(|n| *n != outcomes.len()) {
+                return Err(corrupt("columns of different lengths"));
+            }
+            for (i, (((code, hash), origin), bmi_text)) in
+                outcomes.iter().zip(&hashes).zip(&origins).zip(&bmis).enumerate()
+            {
+                let seq = seq_first + i as u64;
+                if seq < from {
+                    continue;
+                }
+                if out.len() == max {
+                    break;
+                }
+                let outcome = Outcome::from_code(*code as u16).ok_or_else(|| corrupt("outcome"))?;
                 let bmi = if bmi_text.is_empty() {
                     Bmi::NONE
                 } else {
                     Bmi::new(bmi_text.as_bytes()).map_err(|_| corrupt("bmi"))?
                 };
-                let origin = u8::try_from(r.get::<_, i16>(3)).map_err(|_| corrupt("origin"))?;
-                Ok((Applied { seq, outcome, state_hash: r.get::<_, i64>(2) as u64 }, CenterId(origin), bmi))
-            })
-            .collect()
+                let origin = u8::try_from(*origin).map_err(|_| corrupt("origin"))?;
+                out.push((Applied { seq, outcome, state_hash: *hash as u64 }, CenterId(origin), bmi));
+            }
+        }
+        Ok(out)
     }
 
     /// The broker generation this center's topic offsets refer to, and the offsets (journal,
@@ -446,7 +464,8 @@ impl CenterStore {
         let w = client
             .query_one(
                 "SELECT w.seq_applied, w.state_hash, w.journal_offset, w.seq_unfinal_first, w.ack_offset,
-                        COALESCE((SELECT timestamp_us FROM applied_entry WHERE seq = w.seq_applied), 0),
+                        COALESCE((SELECT b.timestamps_us[w.seq_applied - b.seq_first + 1] FROM applied_batch b
+                                   WHERE b.seq_first <= w.seq_applied ORDER BY b.seq_first DESC LIMIT 1), 0),
                         w.seq_notice_from, w.acks_published_through
                    FROM watermark w WHERE id = 1",
                 &[],
@@ -515,37 +534,6 @@ impl CenterStore {
     }
 }
 
-async fn copy_entries(tx: &deadpool_postgres::Transaction<'_>, c: &Commit) -> Result<(), StoreError> {
-    let sink = tx
-        .copy_in(
-            "COPY applied_entry (seq, epoch, timestamp_us, origin, bmi, kind, debtor, creditor,
-                                 amount_minor, currency, outcome, state_hash) FROM STDIN BINARY",
-        )
-        .await?;
-    let writer = BinaryCopyInWriter::new(sink, &COPY_TYPES);
-    pin_mut!(writer);
-    for (e, a) in c.entries.iter().zip(&c.applied) {
-        let (kind, debtor, creditor, amount, currency) = columns(&e.payload);
-        let row: [&(dyn ToSql + Sync); 12] = [
-            &i64_of(e.seq)?,
-            &i64::from(e.epoch),
-            &i64_of(e.timestamp_us)?,
-            &i16::from(e.origin.0),
-            &e.bmi.as_str(),
-            &kind,
-            &debtor.map(i64_of).transpose()?,
-            &creditor.map(i64_of).transpose()?,
-            &amount.map(i64_of).transpose()?,
-            &currency.as_ref().map(|c| c.as_str()),
-            &(a.outcome.code() as i16),
-            &(a.state_hash as i64),
-        ];
-        writer.as_mut().write(&row).await?;
-    }
-    writer.finish().await?;
-    Ok(())
-}
-
 const LINE_TYPES: [Type; 7] =
     [Type::INT8, Type::INT8, Type::INT2, Type::INT2, Type::INT8, Type::INT8, Type::INT8];
 
@@ -577,20 +565,22 @@ async fn copy_lines(tx: &deadpool_postgres::Transaction<'_>, c: &Commit) -> Resu
     Ok(())
 }
 
-/// A commit of at most this many entries goes to the server as one pipeline (the entries and
-/// lines as `INSERT … UNNEST`, every statement sent before any answer is awaited: three round
-/// trips for the whole transaction, where one statement after the other took thirteen — most of
-/// an idle cluster's commit time); a larger one (a merged commit, a catch-up, a busy cluster)
-/// COPYs its entries and lines in binary first, which costs two round trips each but less per
-/// row. Measured (`bench/cluster.sh 1000000 0`, bench/README.md): at 1,024 the cluster's phase 1
-/// fell to 26,064 · 39,658/s against 46,289 · 45,945/s before (`UNNEST` of a dozen arrays costs
-/// the server more per row than binary COPY); at 64 it did not fall.
+/// A commit goes to the server as one pipeline (every statement sent before any answer is
+/// awaited: three round trips for the whole transaction, where one statement after the other
+/// took thirteen — most of an idle cluster's commit time). The statement lines of a commit of at
+/// most this many entries go in it as `INSERT … UNNEST`; a larger one (a merged commit, a
+/// catch-up, a busy cluster) COPYs its lines in binary first, which costs two round trips but
+/// less per row. Measured when the entries were rows too (`bench/cluster.sh 1000000 0`,
+/// bench/README.md): at 1,024 the cluster's phase 1 fell to 26,064 · 39,658/s against 46,289 ·
+/// 45,945/s before (`UNNEST` of a dozen arrays costs the server more per row than binary COPY);
+/// at 64 it did not fall. The entries are one row of arrays whatever the size (migration 0010).
 pub const PIPELINED_COMMIT_ENTRIES_MAX: usize = 64;
 
-const INSERT_ENTRIES: &str = "INSERT INTO applied_entry (seq, epoch, timestamp_us, origin, bmi, kind,
-        debtor, creditor, amount_minor, currency, outcome, state_hash)
-    SELECT * FROM UNNEST($1::bigint[], $2::bigint[], $3::bigint[], $4::smallint[], $5::text[],
-        $6::smallint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::text[], $11::smallint[], $12::bigint[])";
+/// The commit's entries as one `applied_batch` row (center migration 0010).
+const INSERT_ENTRIES: &str = "INSERT INTO applied_batch (seq_first, seq_last, epochs, timestamps_us,
+        origins, bmis, kinds, debtors, creditors, amounts_minor, currencies, outcomes, state_hashes)
+    VALUES ($1, $2, $3::bigint[], $4::bigint[], $5::smallint[], $6::text[], $7::smallint[], $8::bigint[],
+        $9::bigint[], $10::bigint[], $11::text[], $12::smallint[], $13::bigint[])";
 const INSERT_LINES: &str = "INSERT INTO statement_line (account, seq, k, kind, counterparty, amount_minor,
         balance_after_minor)
     SELECT * FROM UNNEST($1::bigint[], $2::bigint[], $3::smallint[], $4::smallint[], $5::bigint[],
@@ -674,11 +664,15 @@ impl Positions {
     }
 }
 
-/// The commit's rows as columns (arrays for `UNNEST`): entries and lines only for a pipelined
-/// commit (a large one COPYs them), the changed accounts always.
+/// The commit's rows as columns (arrays): the entries (one `applied_batch` row) and the changed
+/// accounts (one `account_change` row) always, the statement lines for `UNNEST` only in a
+/// pipelined commit (a large one COPYs them).
 #[derive(Default)]
 struct Rows {
-    e_seq: Vec<i64>,
+    /// The commit's first and last seq (0 for none): the batch's key and the `account_change`
+    /// row's.
+    e_first: i64,
+    e_last: i64,
     e_epoch: Vec<i64>,
     e_ts: Vec<i64>,
     e_origin: Vec<i16>,
@@ -701,29 +695,28 @@ struct Rows {
     a_currency: Vec<String>,
     a_balance: Vec<i64>,
     a_closed: Vec<bool>,
-    /// The commit's last seq (the `account_change` row's key).
-    a_seq: i64,
 }
 
 impl Rows {
-    fn of(c: &Commit, pipelined: bool) -> Result<Rows, StoreError> {
+    fn of(c: &Commit, lines: bool) -> Result<Rows, StoreError> {
         let mut r = Rows::default();
-        if pipelined {
-            for (e, a) in c.entries.iter().zip(&c.applied) {
-                let (kind, debtor, creditor, amount, currency) = columns(&e.payload);
-                r.e_seq.push(i64_of(e.seq)?);
-                r.e_epoch.push(i64::from(e.epoch));
-                r.e_ts.push(i64_of(e.timestamp_us)?);
-                r.e_origin.push(i16::from(e.origin.0));
-                r.e_bmi.push(e.bmi.as_str().to_string());
-                r.e_kind.push(kind);
-                r.e_debtor.push(debtor.map(i64_of).transpose()?);
-                r.e_creditor.push(creditor.map(i64_of).transpose()?);
-                r.e_amount.push(amount.map(i64_of).transpose()?);
-                r.e_currency.push(currency.map(|c| c.as_str().to_string()));
-                r.e_outcome.push(a.outcome.code() as i16);
-                r.e_hash.push(a.state_hash as i64);
-            }
+        for (e, a) in c.entries.iter().zip(&c.applied) {
+            let (kind, debtor, creditor, amount, currency) = columns(&e.payload);
+            r.e_epoch.push(i64::from(e.epoch));
+            r.e_ts.push(i64_of(e.timestamp_us)?);
+            r.e_origin.push(i16::from(e.origin.0));
+            r.e_bmi.push(e.bmi.as_str().to_string());
+            r.e_kind.push(kind);
+            r.e_debtor.push(debtor.map(i64_of).transpose()?);
+            r.e_creditor.push(creditor.map(i64_of).transpose()?);
+            r.e_amount.push(amount.map(i64_of).transpose()?);
+            r.e_currency.push(currency.map(|c| c.as_str().to_string()));
+            r.e_outcome.push(a.outcome.code() as i16);
+            r.e_hash.push(a.state_hash as i64);
+        }
+        r.e_first = c.applied.first().map(|a| i64_of(a.seq)).transpose()?.unwrap_or(0);
+        r.e_last = c.applied.last().map(|a| i64_of(a.seq)).transpose()?.unwrap_or(0);
+        if lines {
             let (mut seq, mut k) = (0, 0i16);
             for l in &c.lines {
                 (seq, k) = if l.line.seq == seq { (seq, k + 1) } else { (l.line.seq, 0) };
@@ -736,7 +729,6 @@ impl Rows {
                 r.l_balance.push(i64_of(l.line.balance_after_minor)?);
             }
         }
-        r.a_seq = c.applied.last().map(|a| i64_of(a.seq)).transpose()?.unwrap_or(0);
         for a in &c.changed.accounts {
             r.a_id.push(i64_of(a.id.0)?);
             r.a_currency.push(a.currency.as_str().to_string());
@@ -746,9 +738,10 @@ impl Rows {
         Ok(r)
     }
 
-    fn entry_params(&self) -> [&(dyn ToSql + Sync); 12] {
+    fn entry_params(&self) -> [&(dyn ToSql + Sync); 13] {
         [
-            &self.e_seq,
+            &self.e_first,
+            &self.e_last,
             &self.e_epoch,
             &self.e_ts,
             &self.e_origin,
@@ -776,7 +769,7 @@ impl Rows {
     }
 
     fn account_params(&self) -> [&(dyn ToSql + Sync); 5] {
-        [&self.a_id, &self.a_currency, &self.a_balance, &self.a_closed, &self.a_seq]
+        [&self.a_id, &self.a_currency, &self.a_balance, &self.a_closed, &self.e_last]
     }
 }
 

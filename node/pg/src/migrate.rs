@@ -31,6 +31,7 @@ const CENTER: &[(&str, &str)] = &[
     ("0007_statement_line", include_str!("../../../migrations/center/0007_statement_line.sql")),
     ("0008_acks_published", include_str!("../../../migrations/center/0008_acks_published.sql")),
     ("0009_account_change", include_str!("../../../migrations/center/0009_account_change.sql")),
+    ("0010_applied_batch", include_str!("../../../migrations/center/0010_applied_batch.sql")),
 ];
 const LOCK_KEY: i64 = 0x5254_4753; // "RTGS"
 

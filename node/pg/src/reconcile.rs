@@ -210,9 +210,15 @@ async fn read_state(
 }
 
 async fn hash_at(c: &impl tokio_postgres::GenericClient, seq: u64) -> Result<Option<(u64, i16)>, StoreError> {
-    let row =
-        c.query_opt("SELECT state_hash, outcome FROM applied_entry WHERE seq = $1", &[&(seq as i64)]).await?;
-    Ok(row.map(|r| (r.get::<_, i64>(0) as u64, r.get::<_, i16>(1))))
+    let row = c
+        .query_opt(
+            "SELECT b.state_hashes[$1 - b.seq_first + 1], b.outcomes[$1 - b.seq_first + 1] FROM applied_batch b
+              WHERE b.seq_first <= $1 ORDER BY b.seq_first DESC LIMIT 1",
+            &[&(seq as i64)],
+        )
+        .await?;
+    // Past the batch's end both elements are NULL: not applied.
+    Ok(row.and_then(|r| Some((r.get::<_, Option<i64>>(0)? as u64, r.get::<_, Option<i16>>(1)?))))
 }
 
 /// The state hash a center recorded for `seq` (`None` if it has not applied it).

@@ -77,7 +77,8 @@ async fn migrations_apply_once() {
             "0006_broker_generation",
             "0007_statement_line",
             "0008_acks_published",
-            "0009_account_change"
+            "0009_account_change",
+            "0010_applied_batch"
         ]
     );
 }
@@ -280,6 +281,24 @@ async fn center_commits_batches_atomically_restores_and_never_applies_twice() {
         "not final"
     );
 
+    // Read back by seq across the batches of 17 (one row each): the acks with their origin and
+    // bmi from any seq on, at most `max` of them; each seq's state hash, none past the end.
+    let acks: Vec<_> = batches.iter().flat_map(|b| b.applied.iter().copied()).collect();
+    let end = entries.len() as u64;
+    for (from, max) in [(1, usize::MAX), (17, 1), (18, 17), (20, 20), (end, 5), (end + 1, 5), (0, 3)] {
+        let got = store.applied_from(from, max).await.unwrap_or_else(|e| panic!("{e}"));
+        let want: Vec<_> = acks.iter().filter(|a| a.seq >= from).take(max).copied().collect();
+        assert_eq!(got.iter().map(|(a, _, _)| *a).collect::<Vec<_>>(), want, "from {from}, at most {max}");
+        let e = |a: &rtgs_core::ledger::Applied| &entries[a.seq as usize - 1];
+        assert!(got.iter().all(|(a, origin, bmi)| *bmi == e(a).bmi && *origin == e(a).origin));
+    }
+    for a in &acks {
+        let at = rtgs_pg::reconcile::state_hash_at(&pool, a.seq).await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(at, Some((a.state_hash, a.outcome.code() as i16)), "seq {}", a.seq);
+    }
+    let past = rtgs_pg::reconcile::state_hash_at(&pool, end + 1).await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(past, None);
+
     // A re-delivered batch (say after a restart) is refused, not applied twice.
     let again = &batches[1];
     match store.commit(again, PluginSave::None).await {
@@ -383,7 +402,7 @@ fn commit_of(ledger: &mut Ledger, chunk: &[Entry], journal_next: u64) -> Commit 
     }
 }
 
-/// A small commit goes as one pipeline, a large one COPYs its entries and lines: both store the
+/// A small commit goes as one pipeline, a large one COPYs its lines first: both store the
 /// same rows, both refuse a commit out of order (before it and behind it), and a restart reads
 /// back what the ledger has.
 #[tokio::test]

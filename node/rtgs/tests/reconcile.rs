@@ -128,7 +128,9 @@ async fn reconcile_finds_and_locates_divergence() {
     // folded row and in any change not folded yet: `account_now` is what a center holds).
     let c = pools[2].get().await.unwrap_or_else(|e| panic!("{e}"));
     c.batch_execute(
-        "UPDATE applied_entry SET state_hash = state_hash # 1 WHERE seq >= 20;
+        "UPDATE applied_batch SET state_hashes = ARRAY(
+                SELECT CASE WHEN seq_first + i - 1 >= 20 THEN h # 1 ELSE h END
+                  FROM unnest(state_hashes) WITH ORDINALITY u(h, i) ORDER BY i);
          UPDATE watermark SET state_hash = state_hash # 1;
          UPDATE account SET balance_minor = balance_minor + 1 WHERE id = 2;
          UPDATE account_change SET balances[array_position(ids, 2::bigint)] =
