@@ -13,7 +13,7 @@
 //!   tracker ignores `bmi`s it did not submit. A retry of a `bmi` the tracker no longer knows
 //!   (evicted, or before a restart) is therefore answered with its original seq at once, and its
 //!   status with the outcome: from the read model, or — final before the node started — from
-//!   the center's `applied_entry` (the read model's history, [`history`]).
+//!   the center's `applied_batch` (the read model's history, [`history`]).
 //! * **Balances, statements and plugin reads**: the read model starts from the ledger and the
 //!   plugin state stored at start (one seq: they are committed together; its plugin replica is
 //!   the node's plugin set, restored from the center's checkpoints) and is
