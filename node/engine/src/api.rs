@@ -173,6 +173,8 @@ pub struct ApiInputs {
     pub statement_history: bool,
     /// The matching orders' customer data (`ApiConfig::pii_file`).
     pub pii: rtgs_api::pii::PiiStore,
+    /// The node's metrics (`rtgs_api_submit_seconds`).
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 /// The entries the center applied, for the read model (on its own thread).
@@ -280,7 +282,7 @@ pub async fn start(i: ApiInputs) -> Result<Vec<Task>, EngineError> {
     }
     let notices = notice_task(i.name.clone(), i.center, &i.broker, events_tx, i.local_notices)?;
     let producer = i.broker.producer(&format!("{}-api", i.name))?;
-    let submit = submit_task(i.name, i.center, i.broker, producer, submit_rx, i.push);
+    let submit = submit_task(i.name, i.center, i.broker, producer, submit_rx, i.push, i.metrics);
     let server = async move {
         api.serve(listener, std::future::pending())
             .await
@@ -297,6 +299,7 @@ async fn submit_task(
     producer: rdkafka::producer::FutureProducer,
     mut rx: mpsc::Receiver<Vec<Command>>,
     push: Option<mpsc::Sender<crate::push::Outgoing>>,
+    metrics: Arc<crate::metrics::Metrics>,
 ) -> Result<(), EngineError> {
     let who = format!("{name}: api");
     let mut commands: Vec<Command> = Vec::new();
@@ -309,7 +312,10 @@ async fn submit_task(
                 Err(_) => break,
             }
         }
-        for (offset, body) in submit(&producer, &broker, center, &commands, &who).await {
+        let started = std::time::Instant::now();
+        let stored = submit(&producer, &broker, center, &commands, &who).await;
+        metrics.api_stored(started.elapsed());
+        for (offset, body) in stored {
             // Stored by the broker at `offset`: the leader may take it from here sooner.
             if let (Some(push), Some(notice)) = (&push, crate::push::inbound_notice(offset, &body)) {
                 let _ = push.try_send((rtgs_pg::sequencer_store::INBOUND_CHANNEL, notice));

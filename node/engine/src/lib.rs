@@ -396,6 +396,7 @@ async fn start(
             history: CenterStore::new(pool(&config.db, API_POOL_CONNECTIONS)?),
             statement_history: config.statement_history,
             pii: pii_store(&name, api, config.plugins.matching.is_some())?,
+            metrics: Arc::clone(metrics),
         };
         for task in api::start(inputs).await? {
             tasks.spawn(task);

@@ -242,6 +242,7 @@ pub struct Metrics {
     apply_latency: BatchHistogram,
     quorum_latency: BatchHistogram,
     commit_batch: BatchHistogram,
+    api_submit: BatchHistogram,
 }
 
 /// Counters mirrored from [`Status`] when scraped: (name, help).
@@ -356,6 +357,13 @@ impl Metrics {
                 &COMMIT_BUCKETS_S,
                 us,
             ),
+            api_submit: BatchHistogram::new(
+                "rtgs_api_submit_seconds",
+                "The API's wait for the broker to store one round of this node's submissions (the \
+                 inbound hop before the sequencer leader can take them; retries included).",
+                &COMMIT_BUCKETS_S,
+                us,
+            ),
             recorder,
             handle,
         }
@@ -371,6 +379,11 @@ impl Metrics {
     /// The quorum latency histogram (the center task's [`Timeline`] observes it).
     pub fn quorum_latency(&self) -> &BatchHistogram {
         &self.quorum_latency
+    }
+
+    /// The API's broker stored one round of submissions after `took`.
+    pub fn api_stored(&self, took: Duration) {
+        self.api_submit.observe_n(took.as_micros() as u64, 1);
     }
 
     /// The committer wrote `entries` in one transaction that took `took`, done at `now_us`.
@@ -430,6 +443,7 @@ impl Metrics {
             &self.apply_latency,
             &self.quorum_latency,
             &self.commit_batch,
+            &self.api_submit,
         ] {
             h.render(&self.labels, &mut out);
         }

@@ -32,7 +32,7 @@ const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../api/participants.
 const SECRET_A: &str = "change-me-bank-a-0123456789";
 
 /// Every series a node exports from its start (node/engine/src/metrics.rs).
-const NODE_METRICS: [&str; 20] = [
+const NODE_METRICS: [&str; 21] = [
     "rtgs_sequencer_batch_entries_bucket",
     "rtgs_sequencer_record_seconds_bucket",
     "rtgs_sequencer_entries_total",
@@ -47,6 +47,7 @@ const NODE_METRICS: [&str; 20] = [
     "rtgs_apply_latency_seconds_bucket",
     "rtgs_commit_batch_seconds_bucket",
     "rtgs_quorum_latency_seconds_bucket",
+    "rtgs_api_submit_seconds_bucket",
     "rtgs_finality_total",
     "rtgs_divergence_total",
     "rtgs_finality_halted",
