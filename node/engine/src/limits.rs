@@ -73,11 +73,21 @@ pub const NOTICE_RECV_BYTES_MAX: usize = 1 << 20;
 /// command is at least ≈ 40 bytes, so about one sequencer batch.
 pub const INBOUND_RECV_BYTES_MAX: usize = core::SEQUENCER_BATCH_ENTRIES_MAX * 40;
 /// The broker's fetch wait (`rtgs_kafka::clients::consumer_waiting`) of the journal and ack
-/// readers and the leader's inbound reader without the push path (each hop costs 1–2 of it), and with it (they are the record,
-/// the backstop and the path of large batches then; a longer wait keeps the broker's polling
-/// cost lower).
+/// readers and the leader's inbound reader without the push path (each hop costs 1–2 of it), and
+/// with it (they are the record, the backstop and the path of large batches then; a longer wait
+/// keeps the broker's polling cost lower). The broker here serves every storage request of every
+/// client one after the other (tansu 0.6: one task behind a channel), so each fetch also delays
+/// every produce. 50 ms instead of 25 took the API's store of its submissions from 9.9–10.1 to
+/// 8.0–8.1 ms mean at 2,000/s and `bench/cluster.sh` phase 1 from ≈ 108,000–111,000/s to
+/// 110,362 · 121,709 · 115,574/s (bench/README.md). Not more: a hop through the broker costs
+/// one to two waits, and at 100 ms the batches that are not pushed (the large ones) reached the
+/// centers after the gap timeout of the batches pushed after them
+/// (`rtgs_core::limits::GAP_TIMEOUT_US`, 200 ms), so centers without any fault pulled gaps from
+/// the outbox.
 pub const STREAM_FETCH_WAIT: Duration = Duration::from_millis(10);
-pub const PUSHED_STREAM_FETCH_WAIT: Duration = Duration::from_millis(25);
+pub const PUSHED_STREAM_FETCH_WAIT: Duration = Duration::from_millis(50);
+// A hop through the broker (two waits at most) takes at most half the gap timeout.
+const _: () = assert!(4 * PUSHED_STREAM_FETCH_WAIT.as_micros() <= core::GAP_TIMEOUT_US as u128);
 /// The API's notify reader: refusals (and the final notices the in-process path could not hand
 /// over) — not on the path of an ordinary payment.
 pub const NOTICE_FETCH_WAIT: Duration = Duration::from_millis(50);
