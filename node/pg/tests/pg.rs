@@ -737,3 +737,79 @@ async fn balances_fold_into_accounts_and_read_back_exactly_after_every_commit() 
     assert_eq!(pending_max, FOLD_COMMITS as i64 - 1, "rows wait for the fold");
     assert!(folds >= 3, "{folds} folds over {} commits", entries.len().div_ceil(3));
 }
+
+/// A center database from before migration 0010 keeps every entry: its `applied_entry` rows
+/// become batches of consecutive seqs (at most 8,192 a row), and every reader — retries'
+/// outcomes, republished acks across a batch boundary, reconcile's state hashes, a restart's
+/// timestamp — reads what the rows said.
+#[tokio::test]
+async fn entries_stored_before_migration_0010_read_back_the_same_after_it() {
+    let pool = fresh("rtgs_test_upgrade_0010", Schema::Center).await;
+    let mut c = pool.get().await.unwrap_or_else(|e| panic!("{e}"));
+    // Back to the schema before 0010: the per-entry table of 0001, rows as the old code wrote them.
+    c.batch_execute(
+        "DROP VIEW applied_entry; DROP TABLE applied_batch;
+         DELETE FROM schema_migrations WHERE version = '0010_applied_batch';",
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    c.batch_execute(include_str!("../../../migrations/center/0001_init.sql"))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let am04 = Outcome::Rejected(rtgs_core::entry::RejectReason::InsufficientFunds).code() as i16;
+    c.execute(
+        "INSERT INTO applied_entry (seq, epoch, timestamp_us, origin, bmi, kind, debtor, creditor,
+                                    amount_minor, currency, outcome, state_hash)
+         SELECT s, 1, s * 10, s % 3 + 1, 'OLD-' || s, 1, s % 50, (s + 1) % 50, s, 'EUR',
+                CASE WHEN s % 7 = 0 THEN $1::smallint ELSE 0 END, s * 31
+           FROM generate_series(1::bigint, 10000::bigint) s",
+        &[&am04],
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    c.execute("UPDATE watermark SET seq_applied = 10000, state_hash = 310000, seq_unfinal_first = 9001", &[])
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+
+    let applied = migrate(&mut c, Schema::Center).await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(applied, ["0010_applied_batch"]);
+    let one = |sql: String| {
+        let c = &c;
+        async move { c.query_one(&sql, &[]).await.map(|r| r.get::<_, i64>(0)).unwrap_or(-1) }
+    };
+    assert_eq!(one("SELECT count(*) FROM applied_batch".into()).await, 2, "8,192 + 1,808 consecutive seqs");
+    let same = format!(
+        "SELECT count(*) FROM applied_entry e JOIN generate_series(1::bigint, 10000::bigint) s ON e.seq = s
+          WHERE e.epoch = 1 AND e.timestamp_us = s * 10 AND e.origin = s % 3 + 1 AND e.bmi = 'OLD-' || s
+            AND e.kind = 1 AND e.debtor = s % 50 AND e.creditor = (s + 1) % 50 AND e.amount_minor = s
+            AND e.currency = 'EUR' AND e.outcome = CASE WHEN s % 7 = 0 THEN {am04} ELSE 0 END
+            AND e.state_hash = s * 31"
+    );
+    assert_eq!(one(same).await, 10_000, "every column of every entry as it was");
+
+    let store = CenterStore::new(pool.clone());
+    let acks = store.applied_from(8_190, 5).await.unwrap_or_else(|e| panic!("{e}"));
+    let got: Vec<(u64, u64, u8, String)> =
+        acks.iter().map(|(a, o, b)| (a.seq, a.state_hash, o.0, b.as_str().to_string())).collect();
+    let want: Vec<(u64, u64, u8, String)> =
+        (8_190..8_195).map(|s| (s, s * 31, (s % 3 + 1) as u8, format!("OLD-{s}"))).collect();
+    assert_eq!(got, want, "across the batch boundary");
+    let outcome = |s| {
+        let store = &store;
+        async move { store.final_outcome(s).await.unwrap_or_else(|e| panic!("{e}")) }
+    };
+    assert_eq!(
+        outcome(8_400).await,
+        Some(Outcome::Rejected(rtgs_core::entry::RejectReason::InsufficientFunds))
+    );
+    assert_eq!(outcome(8_401).await, Some(Outcome::Accepted));
+    assert_eq!(outcome(9_001).await, None, "not final");
+    for s in [1, 8_192, 8_193, 10_000] {
+        let at = rtgs_pg::reconcile::state_hash_at(&pool, s).await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(at.map(|(h, _)| h), Some(s * 31), "seq {s}");
+    }
+    let past = rtgs_pg::reconcile::state_hash_at(&pool, 10_001).await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(past, None);
+    let stored = store.load().await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((stored.ledger.seq_applied(), stored.ledger.timestamp_us()), (10_000, 100_000));
+}
