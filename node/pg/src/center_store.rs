@@ -247,16 +247,18 @@ impl CenterStore {
         let (entry_params, line_params) = (rows.entry_params(), rows.line_params());
         let (locked, r_entries, r_lines, r_rest) = tokio::join!(
             async {
-                match lines_by_copy {
-                    true => Ok(None),
-                    false => tx.query_one(&check, &[]).await.map(Some),
+                if lines_by_copy {
+                    Ok(None)
+                } else {
+                    tx.query_one(&check, &[]).await.map(Some)
                 }
             },
             tx.execute(&entries, &entry_params),
             async {
-                match lines_by_copy || c.lines.is_empty() {
-                    true => Ok(0),
-                    false => tx.execute(&lines, &line_params).await,
+                if lines_by_copy || c.lines.is_empty() {
+                    Ok(0)
+                } else {
+                    tx.execute(&lines, &line_params).await
                 }
             },
             rest,
@@ -316,9 +318,11 @@ impl CenterStore {
         let client = self.pool.get().await?;
         let row = client
             .query_opt(
-                "SELECT b.outcomes[$1 - b.seq_first + 1] FROM applied_batch b, watermark w
-                  WHERE b.seq_first <= $1 AND w.id = 1 AND $1 < w.seq_unfinal_first
-                  ORDER BY b.seq_first DESC LIMIT 1",
+                format!(
+                    "SELECT {} FROM watermark w WHERE w.id = 1 AND $1 < w.seq_unfinal_first",
+                    applied_at("outcomes", "$1")
+                )
+                .as_str(),
                 &[&i64_of(seq)?],
             )
             .await?;
@@ -343,12 +347,14 @@ impl CenterStore {
         let limit = i64::try_from(max).unwrap_or(i64::MAX);
         let rows = client
             .query(
-                "SELECT l.seq, l.kind, l.counterparty, l.amount_minor, l.balance_after_minor,
-                        (SELECT b.bmis[l.seq - b.seq_first + 1] FROM applied_batch b
-                          WHERE b.seq_first <= l.seq ORDER BY b.seq_first DESC LIMIT 1)
-                   FROM statement_line l
-                  WHERE l.account = $1 AND l.seq >= $2 AND l.seq <= $3
-                  ORDER BY l.seq, l.k LIMIT $4",
+                format!(
+                    "SELECT l.seq, l.kind, l.counterparty, l.amount_minor, l.balance_after_minor, {}
+                       FROM statement_line l
+                      WHERE l.account = $1 AND l.seq >= $2 AND l.seq <= $3
+                      ORDER BY l.seq, l.k LIMIT $4",
+                    applied_at("bmis", "l.seq")
+                )
+                .as_str(),
                 &[&i64_of(account.0)?, &i64_of(from)?, &i64_of(through)?, &limit],
             )
             .await?;
@@ -463,11 +469,13 @@ impl CenterStore {
         let client = self.pool.get().await?;
         let w = client
             .query_one(
-                "SELECT w.seq_applied, w.state_hash, w.journal_offset, w.seq_unfinal_first, w.ack_offset,
-                        COALESCE((SELECT b.timestamps_us[w.seq_applied - b.seq_first + 1] FROM applied_batch b
-                                   WHERE b.seq_first <= w.seq_applied ORDER BY b.seq_first DESC LIMIT 1), 0),
-                        w.seq_notice_from, w.acks_published_through
-                   FROM watermark w WHERE id = 1",
+                format!(
+                    "SELECT w.seq_applied, w.state_hash, w.journal_offset, w.seq_unfinal_first, w.ack_offset,
+                            COALESCE({}, 0), w.seq_notice_from, w.acks_published_through
+                       FROM watermark w WHERE id = 1",
+                    applied_at("timestamps_us", "w.seq_applied")
+                )
+                .as_str(),
                 &[],
             )
             .await?;
@@ -576,6 +584,17 @@ async fn copy_lines(tx: &deadpool_postgres::Transaction<'_>, c: &Commit) -> Resu
 /// at 64 it did not fall. The entries are one row of arrays whatever the size (migration 0010).
 pub const PIPELINED_COMMIT_ENTRIES_MAX: usize = 64;
 
+/// The element `column` of `applied_batch` (center migration 0010) for the seq `seq` (an SQL
+/// expression), as a scalar subquery: the batch with the greatest `seq_first` at or below it (one
+/// index probe), its element `seq - seq_first + 1` — NULL past that batch's end, or with no batch.
+/// The one place that knows how a batch lays out its seqs.
+pub(crate) fn applied_at(column: &str, seq: &str) -> String {
+    format!(
+        "(SELECT b.{column}[{seq} - b.seq_first + 1] FROM applied_batch b
+           WHERE b.seq_first <= {seq} ORDER BY b.seq_first DESC LIMIT 1)"
+    )
+}
+
 /// The commit's entries as one `applied_batch` row (center migration 0010).
 const INSERT_ENTRIES: &str = "INSERT INTO applied_batch (seq_first, seq_last, epochs, timestamps_us,
         origins, bmis, kinds, debtors, creditors, amounts_minor, currencies, outcomes, state_hashes)
@@ -590,7 +609,8 @@ const INSERT_LINES: &str = "INSERT INTO statement_line (account, seq, k, kind, c
 const INSERT_CHANGES: &str = "INSERT INTO account_change (seq, ids, currencies, balances, closed)
     SELECT $5, $1::bigint[], $2::text[], $3::bigint[], $4::bool[] WHERE cardinality($1::bigint[]) > 0";
 /// Folds every pending `account_change` row into `account` (the view `account_pending`: each
-/// account's values of the latest row holding it, as `account_now` reads them) and deletes them; in the commit's transaction, after its own row.
+/// account's values of the latest row holding it, as `account_now` reads them) and deletes them;
+/// in the commit's transaction, after its own row.
 const FOLD: &str = "SET LOCAL work_mem = '64MB';
     INSERT INTO account (id, currency, balance_minor, closed)
     SELECT id, currency, balance_minor, closed FROM account_pending

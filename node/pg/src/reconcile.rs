@@ -212,12 +212,16 @@ async fn read_state(
 async fn hash_at(c: &impl tokio_postgres::GenericClient, seq: u64) -> Result<Option<(u64, i16)>, StoreError> {
     let row = c
         .query_opt(
-            "SELECT b.state_hashes[$1 - b.seq_first + 1], b.outcomes[$1 - b.seq_first + 1] FROM applied_batch b
-              WHERE b.seq_first <= $1 ORDER BY b.seq_first DESC LIMIT 1",
+            format!(
+                "SELECT {}, {}",
+                crate::center_store::applied_at("state_hashes", "$1::bigint"),
+                crate::center_store::applied_at("outcomes", "$1::bigint")
+            )
+            .as_str(),
             &[&(seq as i64)],
         )
         .await?;
-    // Past the batch's end both elements are NULL: not applied.
+    // Not applied (past the last batch's end, or no batch at all): both elements are NULL.
     Ok(row.and_then(|r| Some((r.get::<_, Option<i64>>(0)? as u64, r.get::<_, Option<i16>>(1)?))))
 }
 
