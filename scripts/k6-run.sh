@@ -72,10 +72,12 @@ if [ "$TARGET" = cluster ]; then
     || { echo "k6-run: opening the accounts failed:" >&2; cat "$DIR/setup.log" >&2; exit 1; }
   echo "k6-run: $SCRIPT against the production cluster $P, API http://$ADDR (summary: $K6_SUMMARY)" >&2
   rc=0; BASE_URL="http://$ADDR" k6 run --quiet "$SCRIPT" "$@" || rc=$?
-  # Each node's /metrics after the run, beside the summary (apply and quorum latency, commits).
+  # Each node's /metrics and /status after the run, beside the summary (apply and quorum
+  # latency, commits; the push path's and the sequencer's counters).
   for c in 1 2 3; do
     M=$(sed -n 's|.*metrics on http://\([^ ]*\)/metrics,.*|\1|p' "$DIR/dc$c.log" | head -1)
     [ -n "$M" ] && curl -sf "http://$M/metrics" >"${K6_SUMMARY%.json}-dc$c.prom" 2>/dev/null || true
+    [ -n "$M" ] && curl -sf "http://$M/status" >"${K6_SUMMARY%.json}-dc$c.status.json" 2>/dev/null || true
   done
   exit $rc
 fi

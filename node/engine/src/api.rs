@@ -5,7 +5,8 @@
 //! * **Submissions** go to the inbound topic with this center as origin: a bounded queue to
 //!   [`submit_task`], which drains it into frames of at most
 //!   [`COMMANDS_PER_MESSAGE`] commands and the message bound (`limits`), each retried until the
-//!   broker has it (a request answered ACSP was handed to the broker, never dropped).
+//!   broker has it; what fits one notice is pushed to the leader at the same time, paced
+//!   (`crate::push`), and sequenced from whichever copy comes first.
 //! * **Notices**: [`notice_task`] reads the notify topic from its end at start. Only the origin
 //!   notifies, so the final notices of this API's submissions come from this node's own center
 //!   task (through its publisher); the sequencer's answers to commands it did not journal arrive
@@ -27,11 +28,12 @@
 //! Accounts listed in the config are not set up here (the production cluster's accounts are
 //! opened through the operator endpoints or `rtgs load`); they are reported and ignored.
 
-use crate::broker::{recv_batch, submit, Broker};
+use crate::broker::{publish, recv_batch, Broker};
 use crate::error::EngineError;
 use crate::limits::{
     API_EVENT_QUEUE, API_HISTORY_READ_TIMEOUT, BROKER_CALL_TIMEOUT, COMMANDS_PER_MESSAGE,
-    LOCAL_NOTICES_REMEMBERED, NOTICE_FETCH_WAIT, NOTICE_RECV_BYTES_MAX, NOTICE_WAIT, SUBMIT_QUEUE_BATCHES,
+    LOCAL_NOTICES_REMEMBERED, NOTICE_FETCH_WAIT, NOTICE_RECV_BYTES_MAX, NOTICE_WAIT, PUSH_INBOUND_INTERVAL,
+    SUBMIT_PENDING_MAX, SUBMIT_QUEUE_BATCHES,
 };
 use crate::Task;
 use rdkafka::consumer::Consumer;
@@ -291,7 +293,12 @@ pub async fn start(i: ApiInputs) -> Result<Vec<Task>, EngineError> {
     Ok(vec![Box::pin(notices), Box::pin(submit), Box::pin(server)])
 }
 
-/// Drains the submission queue into inbound messages (batch on every hop).
+/// Drains the submission queue into inbound messages (batch on every hop), and pushes what it
+/// drained to the leader at once when it fits one notice — before the broker stored it: the
+/// leader sequences those commands at once and drops the topic's copies of them silently
+/// (`crate::push`, `crate::sequencer`). The broker stores one round at a time, of everything
+/// drained meanwhile (≈ 8 ms a round at 2,000/s here: it makes the rounds large, so the broker
+/// serves few requests); a command never waits for that store to be seen by the leader.
 async fn submit_task(
     name: String,
     center: CenterId,
@@ -301,28 +308,75 @@ async fn submit_task(
     push: Option<mpsc::Sender<crate::push::Outgoing>>,
     metrics: Arc<crate::metrics::Metrics>,
 ) -> Result<(), EngineError> {
-    let who = format!("{name}: api");
-    let mut commands: Vec<Command> = Vec::new();
+    let who: Arc<str> = Arc::from(format!("{name}: api"));
+    let topic: Arc<str> = Arc::from(broker.topics.inbound.as_str());
+    // Drained, waiting for the store in progress to end (bounded: beyond, submissions wait in
+    // the queue, and the participants' requests for room in it).
+    let mut pending: Vec<Command> = Vec::new();
+    let mut store: Option<std::pin::Pin<Box<dyn std::future::Future<Output = std::time::Duration> + Send>>> =
+        None;
+    // Drained, not pushed yet: a push goes out at most every [`PUSH_INBOUND_INTERVAL`] (each
+    // notice, and each round of the leader it starts, costs PostgreSQL and the broker; at 2,000/s
+    // one push per request doubled the leader's rounds and slowed every hop).
+    let mut to_push: Vec<Command> = Vec::new();
+    let mut last_push = tokio::time::Instant::now() - PUSH_INBOUND_INTERVAL;
     loop {
-        let Some(first) = rx.recv().await else { return Err(EngineError::TaskGone("API")) };
-        commands.extend(first);
-        while commands.len() < COMMANDS_PER_MESSAGE {
-            match rx.try_recv() {
-                Ok(more) => commands.extend(more),
-                Err(_) => break,
+        tokio::select! {
+            biased;
+            stored_in = async { store.as_mut().expect("guarded").await }, if store.is_some() => {
+                metrics.api_stored(stored_in);
+                store = None;
+            }
+            () = tokio::time::sleep_until(last_push + PUSH_INBOUND_INTERVAL), if !to_push.is_empty() => {
+                push_inbound(&push, &mut to_push);
+                last_push = tokio::time::Instant::now();
+            }
+            got = rx.recv(), if pending.len() < SUBMIT_PENDING_MAX => {
+                let Some(mut commands) = got else { return Err(EngineError::TaskGone("API")) };
+                while commands.len() < COMMANDS_PER_MESSAGE {
+                    match rx.try_recv() {
+                        Ok(more) => commands.extend(more),
+                        Err(_) => break,
+                    }
+                }
+                if push.is_some() {
+                    // (Beyond one notice's size, `push_inbound` only forgets them: a load that
+                    // drains that much is not waiting for the broker's hop.)
+                    to_push.extend_from_slice(&commands);
+                    if last_push.elapsed() >= PUSH_INBOUND_INTERVAL {
+                        push_inbound(&push, &mut to_push);
+                        last_push = tokio::time::Instant::now();
+                    }
+                }
+                pending.append(&mut commands);
             }
         }
-        let started = std::time::Instant::now();
-        let stored = submit(&producer, &broker, center, &commands, &who).await;
-        metrics.api_stored(started.elapsed());
-        for (offset, body) in stored {
-            // Stored by the broker at `offset`: the leader may take it from here sooner.
-            if let (Some(push), Some(notice)) = (&push, crate::push::inbound_notice(offset, &body)) {
-                let _ = push.try_send((rtgs_pg::sequencer_store::INBOUND_CHANNEL, notice));
-            }
+        if store.is_none() && !pending.is_empty() {
+            let round = std::mem::take(&mut pending);
+            let (producer, topic, who) = (producer.clone(), topic.clone(), who.clone());
+            store = Some(Box::pin(async move {
+                let started = std::time::Instant::now();
+                for body in crate::broker::inbound_messages(&round) {
+                    publish(&producer, &topic, Some(&[center.0]), &body, &who).await;
+                }
+                started.elapsed()
+            }));
         }
-        commands.clear();
     }
+}
+
+/// Pushes `commands` to the leader as one inbound message if they fit one notice (else the
+/// topic alone brings them), and forgets them.
+fn push_inbound(push: &Option<mpsc::Sender<crate::push::Outgoing>>, commands: &mut Vec<Command>) {
+    if let Some(push) = push {
+        if let Some(notice) =
+            crate::broker::pushable_message(commands).and_then(|b| crate::push::inbound_notice(&b))
+        {
+            // Full: the topic brings them (only later).
+            let _ = push.try_send((rtgs_pg::sequencer_store::INBOUND_CHANNEL, notice));
+        }
+    }
+    commands.clear();
 }
 
 /// Notices and refusals from the notify topic (read from its end at start), as the API's

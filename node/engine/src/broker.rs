@@ -153,21 +153,43 @@ pub async fn publish(
     }
 }
 
+/// Commands as inbound messages: frames the broker takes.
+pub fn inbound_messages(commands: &[Command]) -> Vec<Vec<u8>> {
+    frames::cut(commands, COMMANDS_PER_MESSAGE, frames::command_bytes)
+        .into_iter()
+        .map(|range| {
+            let mut body = Vec::new();
+            codec::encode_commands_frame(&commands[range], &mut body);
+            body
+        })
+        .collect()
+}
+
+/// All of `commands` as one inbound message, if that is small enough to push (`crate::push`);
+/// `None` otherwise — a load that drains more at a time is not waiting for the broker's hop.
+pub fn pushable_message(commands: &[Command]) -> Option<Vec<u8>> {
+    let mut size = 0;
+    for c in commands {
+        size += frames::command_bytes(c);
+        if size > crate::limits::PUSH_INBOUND_BYTES_MAX {
+            return None;
+        }
+    }
+    let mut body = Vec::new();
+    codec::encode_commands_frame(commands, &mut body);
+    (body.len() <= crate::limits::PUSH_INBOUND_BYTES_MAX).then_some(body)
+}
+
 /// Publishes commands to the inbound topic (keyed by their origin), in frames the broker takes,
-/// each repeated until confirmed; returns each message's offset and body.
+/// each repeated until confirmed.
 pub async fn submit(
     producer: &FutureProducer,
     broker: &Broker,
     origin: CenterId,
     commands: &[Command],
     who: &str,
-) -> Vec<(i64, Vec<u8>)> {
-    let mut sent = Vec::new();
-    for range in frames::cut(commands, COMMANDS_PER_MESSAGE, frames::command_bytes) {
-        let mut body = Vec::new();
-        codec::encode_commands_frame(&commands[range], &mut body);
-        let offset = publish(producer, &broker.topics.inbound, Some(&[origin.0]), &body, who).await;
-        sent.push((offset, body));
+) {
+    for body in inbound_messages(commands) {
+        publish(producer, &broker.topics.inbound, Some(&[origin.0]), &body, who).await;
     }
-    sent
 }

@@ -121,6 +121,9 @@ pub const EFFECT_OUTBOX_BATCHES_MAX: usize = 1_024;
 pub const FEED_QUEUE_BATCHES: usize = 256;
 /// API submissions waiting for the inbound topic.
 pub const SUBMIT_QUEUE_BATCHES: usize = 1_024;
+/// API submissions drained from that queue while the broker stores the round before (they
+/// were pushed to the leader already; the next round stores them all).
+pub const SUBMIT_PENDING_MAX: usize = 4 * COMMANDS_PER_MESSAGE;
 /// Notices and refusals waiting for the API's dispatcher thread.
 pub const API_EVENT_QUEUE: usize = 1_024;
 
@@ -234,10 +237,16 @@ pub const PUSH_ACKS_MAX: usize = 2 * PUSH_ACKS_PER_NOTICE;
 pub const PUSH_QUEUE_ITEMS: usize = 256;
 /// Notices waiting to be sent (acks, inbound messages); full: skipped (the broker carries them).
 pub const PUSH_OUT_QUEUE: usize = 256;
-/// Inbound messages up to this size are pushed (base64 and the offset within PostgreSQL's
-/// 8,000-byte payload); larger ones go through the broker alone.
+/// Notices sent in one statement (one round trip), at most: what queued up meanwhile.
+pub const PUSH_NOTICES_PER_STATEMENT: usize = 64;
+/// Inbound messages up to this size are pushed (base64 within PostgreSQL's 8,000-byte
+/// payload); larger ones go through the broker alone.
 pub const PUSH_INBOUND_BYTES_MAX: usize = 5_800;
-/// Pushed inbound messages the leader holds while an earlier offset has not come yet.
+/// An API pushes what was submitted at most this often (what comes meanwhile waits for the
+/// next push, `crate::api`).
+pub const PUSH_INBOUND_INTERVAL: Duration = Duration::from_millis(8);
+/// Pushed inbound messages the leader holds between two rounds (beyond, the newest are
+/// dropped: the topic brings them).
 pub const PUSH_INBOUND_HELD_MAX: usize = 1_024;
 /// A lost push connection is made again after this pause.
 pub const PUSH_RECONNECT_PAUSE: Duration = Duration::from_secs(1);

@@ -23,8 +23,9 @@
 //!   acks (`acks_published_through`, center migration 0008), and a restarted center publishes
 //!   every ack after that mark again (`center::start`): a center that missed the pushes finds in
 //!   the topic every ack it waits for, as when only the stream finalized;
-//! * a node's API pushes each small inbound message on [`INBOUND_CHANNEL`] once the broker stored
-//!   it, with its offset (the leader takes it only in offset order: `crate::sequencer`).
+//! * a node's API pushes each small inbound message on [`INBOUND_CHANNEL`] as it hands it to the
+//!   broker, not after: the leader sequences it at once and skips the topic's copy when it comes
+//!   (admission is by `bmi`, forever: whichever copy comes first is sequenced, `crate::sequencer`).
 //!
 //! This task listens on all three and hands what it hears to the center task, which feeds the
 //! `Center` exactly as journal messages without a position and acks beside the stream
@@ -37,7 +38,10 @@
 //! The fourth hop, the notices to this node's own API, is in-process (`crate::api`).
 
 use crate::error::EngineError;
-use crate::limits::{PUSH_ACKS_PER_NOTICE, PUSH_INBOUND_BYTES_MAX, PUSH_QUEUE_ITEMS, PUSH_RECONNECT_PAUSE};
+use crate::limits::{
+    PUSH_ACKS_PER_NOTICE, PUSH_INBOUND_BYTES_MAX, PUSH_NOTICES_PER_STATEMENT, PUSH_QUEUE_ITEMS,
+    PUSH_RECONNECT_PAUSE,
+};
 use base64::Engine;
 use futures_util::StreamExt;
 use rtgs_core::codec;
@@ -75,14 +79,13 @@ pub struct PushStats {
 /// A notice to send: its channel and payload.
 pub type Outgoing = (&'static str, String);
 
-/// An inbound message pushed by an API after the broker stored it: its offset and its body.
-pub type InboundPushed = (i64, Vec<u8>);
+/// An inbound message an API pushed as it handed it to the broker: its body.
+pub type InboundPushed = Vec<u8>;
 
-/// What [`INBOUND_CHANNEL`] says of an inbound message the broker stored at `offset`: `None`
-/// when it is too large for a notice (the broker alone carries it).
-pub fn inbound_notice(offset: i64, body: &[u8]) -> Option<String> {
-    (body.len() <= PUSH_INBOUND_BYTES_MAX)
-        .then(|| format!("{offset}:{}", base64::engine::general_purpose::STANDARD.encode(body)))
+/// What [`INBOUND_CHANNEL`] says of an inbound message (its body, base64): `None` when it is too
+/// large for a notice (the broker alone carries it).
+pub fn inbound_notice(body: &[u8]) -> Option<String> {
+    (body.len() <= PUSH_INBOUND_BYTES_MAX).then(|| base64::engine::general_purpose::STANDARD.encode(body))
 }
 
 /// Encodes this center's acks for [`ACKS_CHANNEL`]: ack messages of at most
@@ -177,28 +180,51 @@ impl Push {
             return format!("LISTEN failed: {e}");
         }
         self.stats.listening.store(true, Ordering::Relaxed);
-        // Nothing to send (no API, no acks to push): listening goes on.
-        let mut sending = true;
-        let why = loop {
-            tokio::select! {
-                heard = heard.recv() => match heard {
-                    Some((heard, payload)) => {
-                        if let Err(why) = self.on_notice(heard, &payload).await {
-                            break why;
-                        }
-                    }
-                    None => break "the listener stopped".to_owned(),
-                },
-                out = self.out.recv(), if sending => match out {
-                    Some((channel, payload)) => {
-                        if let Err(e) = client.execute("SELECT pg_notify($1, $2)", &[&channel, &payload]).await {
-                            break format!("NOTIFY failed: {e}");
-                        }
-                    }
-                    None => sending = false,
-                },
+        // Sending and listening do not wait for each other: a round trip of notices going out
+        // (an API's submissions, this center's acks) never holds back what was heard (the journal
+        // and the other centers' acks this center waits for). What queued up goes out in one
+        // statement: one round trip for many notices.
+        let mut out = std::mem::replace(&mut self.out, mpsc::channel(1).1);
+        let sending = async {
+            let (mut channels, mut payloads): (Vec<&str>, Vec<String>) = (Vec::new(), Vec::new());
+            loop {
+                let Some((channel, payload)) = out.recv().await else {
+                    // Nothing to send ever again (no API, no acks to push): listening goes on.
+                    return std::future::pending::<String>().await;
+                };
+                channels.clear();
+                payloads.clear();
+                channels.push(channel);
+                payloads.push(payload);
+                while channels.len() < PUSH_NOTICES_PER_STATEMENT {
+                    let Ok((channel, payload)) = out.try_recv() else { break };
+                    channels.push(channel);
+                    payloads.push(payload);
+                }
+                let sent = client
+                    .execute(
+                        "SELECT pg_notify(c, p) FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS t(c, p, n) ORDER BY n",
+                        &[&channels, &payloads],
+                    )
+                    .await;
+                if let Err(e) = sent {
+                    return format!("NOTIFY failed: {e}");
+                }
             }
         };
+        let listening = async {
+            loop {
+                match heard.recv().await {
+                    Some((heard, payload)) => self.on_notice(heard, &payload),
+                    None => return "the listener stopped".to_owned(),
+                }
+            }
+        };
+        let why = tokio::select! {
+            why = sending => why,
+            why = listening => why,
+        };
+        self.out = out;
         self.stats.listening.store(false, Ordering::Relaxed);
         driver.abort();
         match driver.await {
@@ -207,60 +233,48 @@ impl Push {
         }
     }
 
-    async fn on_notice(&mut self, heard: Heard, payload: &str) -> Result<(), String> {
+    fn on_notice(&self, heard: Heard, payload: &str) {
         if heard == Heard::Inbound {
-            let parsed = payload.split_once(':').and_then(|(offset, body)| {
-                Some((
-                    offset.parse::<i64>().ok()?,
-                    base64::engine::general_purpose::STANDARD.decode(body).ok()?,
-                ))
-            });
-            match parsed {
-                Some(message) => {
+            // (A node of an earlier version sent "offset:base64": not base64, skipped.)
+            match base64::engine::general_purpose::STANDARD.decode(payload) {
+                Ok(message) => {
                     if self.to_sequencer.try_send(message).is_err() {
                         self.skip();
                     }
                 }
-                None => self.skip(),
+                Err(_) => self.skip(),
             }
-            return Ok(());
+            return;
         }
         let pushed = if heard == Heard::Journal {
             if !self.journal {
-                return Ok(());
+                return;
             }
             self.stats.journal_notices.fetch_add(1, Ordering::Relaxed);
             let Ok(frames) = base64::engine::general_purpose::STANDARD.decode(payload) else {
-                return self.skipped();
+                return self.skip();
             };
             let mut entries = Vec::new();
             if codec::decode_frames(&frames, &mut entries).is_err() {
-                return self.skipped();
+                return self.skip();
             }
             Pushed::Entries(entries)
         } else {
             self.stats.ack_notices.fetch_add(1, Ordering::Relaxed);
             let Ok(body) = base64::engine::general_purpose::STANDARD.decode(payload) else {
-                return self.skipped();
+                return self.skip();
             };
             let mut acks = Vec::new();
-            let Some(from) = wire::decode_acks(&body, &mut acks) else { return self.skipped() };
+            let Some(from) = wire::decode_acks(&body, &mut acks) else { return self.skip() };
             Pushed::Acks(from, acks)
         };
         if self.to_center.try_send(pushed).is_err() {
             self.skip();
         }
-        Ok(())
     }
 
     fn skip(&self) {
         self.stats.skipped.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// [`Self::skip`], and the notice is done with.
-    fn skipped(&self) -> Result<(), String> {
-        self.skip();
-        Ok(())
     }
 }
 

@@ -36,6 +36,10 @@ pub struct SequencerStats {
     /// Commands not journaled, answered on the notify topic: conflicts (DUPL) and retries.
     pub refusals: AtomicU64,
     pub malformed_inbound: AtomicU64,
+    /// Inbound messages sequenced from the push path, before the broker stored them.
+    pub inbound_pushed: AtomicU64,
+    /// Topic copies of those skipped (every command in them was admitted already).
+    pub inbound_copies_skipped: AtomicU64,
     /// Groups sequenced a second time because a `bmi` in them was sequenced before.
     pub bmi_rounds: AtomicU64,
     /// Entries sequenced as leader, idle ticks included (metrics).
@@ -273,7 +277,7 @@ impl Status {
         map.insert("broker_data_lost".into(), broker_lost.is_some().into());
         map.insert("metrics_listen".into(), self.metrics_listen.get().map(|a| a.to_string()).into());
         map.insert("center_count".into(), self.center_count.into());
-        let fields: [(&str, Value); 20] = [
+        let fields: [(&str, Value); 22] = [
             ("epoch", load(&q.epoch)),
             ("journal_epoch", c.journal_epoch.into()),
             ("takeovers", load(&q.takeovers)),
@@ -292,6 +296,8 @@ impl Status {
             ("batches_committed", load(&self.commits.batches_committed)),
             ("pg_retries", load(&self.pg_retries)),
             ("malformed_inbound", load(&q.malformed_inbound)),
+            ("inbound_pushed", load(&q.inbound_pushed)),
+            ("inbound_copies_skipped", load(&q.inbound_copies_skipped)),
             ("bmi_rounds", load(&q.bmi_rounds)),
             ("reacks", c.stats.reacks.into()),
             ("ack_rewinds", c.stats.ack_rewinds.into()),

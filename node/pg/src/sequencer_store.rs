@@ -63,9 +63,9 @@ pub struct SequencerStore {
 pub const JOURNAL_CHANNEL: &str = "rtgs_journal";
 /// At most this many notices per batch (≈ 300 transfers).
 pub const JOURNAL_NOTICES_MAX: usize = 4;
-/// The push path's channel for inbound messages (`rtgs-engine`'s API sends each message it
-/// submitted there too, once the broker stored it, with its offset: the leader sequences it
-/// from there in offset order as if read from the topic).
+/// The push path's channel for inbound messages (`rtgs-engine`'s API sends what it submits
+/// there too, as it hands it to the broker: the leader sequences it at once and drops the
+/// topic's copies of those commands).
 pub const INBOUND_CHANNEL: &str = "rtgs_inbound";
 /// The push path's channel for acks (`rtgs-engine`'s publisher sends each ack message there too).
 pub const ACKS_CHANNEL: &str = "rtgs_acks";

@@ -3,7 +3,11 @@
 //! latency percentiles and every non-2xx answer by status.
 //!
 //! Closed loop: `--connections` connections each send a request as soon as the previous answer
-//! arrived, for `--duration-s` seconds. With `--batch N` (1 ..= 1,000) each request is a
+//! arrived, for `--duration-s` seconds. Open loop with `--rate R`: R requests a second in all,
+//! each on a fixed schedule (connection c sends its k-th request at `(k × connections + c) / R`
+//! seconds), and its latency counted from when it was *due*, not when it went out — a
+//! connection still waiting for an earlier answer makes the next one late, and the lateness is
+//! in the figures (no coordinated omission); give it connections ≥ R × the latency you expect. With `--batch N` (1 ..= 1,000) each request is a
 //! `POST /v1/transfers/batch` of N transfers; without it, a single `POST /v1/transfers`. Every
 //! transfer has a new `bmi` (`--run-id` prefix), from `--debtor` to `--creditor`, of `--amount`.
 //! The HTTP client is a minimal one written here (request out, status + `content-length` body
@@ -51,6 +55,9 @@ pub struct HttpLoadArgs {
     /// Prefix of every bmi (default: derived from the clock).
     #[arg(long)]
     pub run_id: Option<String>,
+    /// Open loop: this many requests a second in all, on a fixed schedule (0: closed loop).
+    #[arg(long, default_value_t = 0)]
+    pub rate: u64,
     /// Worker threads of the generator (it shares the machine with the server under test).
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
@@ -95,7 +102,7 @@ async fn load(args: Arc<HttpLoadArgs>) -> anyhow::Result<Report> {
     let mut tasks = Vec::with_capacity(args.connections);
     for c in 0..args.connections {
         let (args, next, run_id) = (Arc::clone(&args), Arc::clone(&next), run_id.clone());
-        tasks.push(tokio::spawn(async move { connection(c, &args, &next, &run_id, until).await }));
+        tasks.push(tokio::spawn(async move { connection(c, &args, &next, &run_id, started, until).await }));
     }
     let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
     let (mut requests, mut transfers) = (0u64, 0u64);
@@ -138,6 +145,7 @@ async fn connection(
     args: &HttpLoadArgs,
     next: &AtomicU64,
     run_id: &str,
+    started: Instant,
     until: Instant,
 ) -> anyhow::Result<ConnectionReport> {
     let stream =
@@ -159,6 +167,17 @@ async fn connection(
     );
     let mut sent = 0u64;
     while Instant::now() < until {
+        // Open loop: when this request is due (its latency counts from then).
+        let due = (args.rate > 0).then(|| {
+            let k = sent * args.connections as u64 + c as u64;
+            started + Duration::from_secs_f64(k as f64 / args.rate as f64)
+        });
+        if let Some(due) = due {
+            if due >= until {
+                break;
+            }
+            tokio::time::sleep_until(due.into()).await;
+        }
         let first = next.fetch_add(per_request, Ordering::Relaxed);
         body.clear();
         let one = |i: u64| {
@@ -195,7 +214,7 @@ async fn connection(
             .as_bytes(),
         );
         request.extend_from_slice(body.as_bytes());
-        let at = Instant::now();
+        let at = due.unwrap_or_else(Instant::now);
         stream.get_mut().write_all(&request).await.context("sending a request")?;
         let status = read_response(&mut stream, &mut response).await?;
         report.hist.record((at.elapsed().as_micros() as u64).max(1))?;

@@ -108,6 +108,23 @@ fn the_api_serves_participants_on_the_production_engine() {
     c.wait_converged(60);
     c.reconcile();
     c.assert_exactly_once_and_final("API", 52);
+    // The APIs pushed their 55 submissions (3 + 2 + 50; the conflict and the retry above were
+    // answered by DC1's tracker) to the leader before the broker stored them, and the leader
+    // dropped the topic's copies silently — else each copy is answered as a retry (a refusal
+    // notice). A copy may rarely come before its push: only those may be answered again.
+    let statuses = c.statuses();
+    let leader = statuses
+        .iter()
+        .flatten()
+        .find(|s| s["leader"] == true)
+        .unwrap_or_else(|| panic!("no leader in {statuses:?}"));
+    let count = |k: &str| leader[k].as_u64().unwrap_or_else(|| panic!("no {k} in {leader}"));
+    assert!(count("inbound_pushed") > 0, "nothing came by the push path: {leader}");
+    assert!(count("inbound_copies_skipped") > 0, "no topic copy was dropped: {leader}");
+    assert!(
+        count("refusals") <= 55u64.saturating_sub(count("inbound_copies_skipped")),
+        "topic copies answered as retries: {leader}"
+    );
 }
 
 const BANK_B: (&str, &str) = ("bank-b", "bank-b-secret-0123456789");
