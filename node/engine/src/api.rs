@@ -294,11 +294,11 @@ pub async fn start(i: ApiInputs) -> Result<Vec<Task>, EngineError> {
 }
 
 /// Drains the submission queue into inbound messages (batch on every hop), and pushes what it
-/// drained to the leader at once when it fits one notice — before the broker stored it: the
-/// leader sequences those commands at once and drops the topic's copies of them silently
+/// drained to the leader — before the broker stored it, paced by a [`PushPacer`]: the leader
+/// sequences those commands at once and drops the topic's copies of them silently
 /// (`crate::push`, `crate::sequencer`). The broker stores one round at a time, of everything
 /// drained meanwhile (≈ 8 ms a round at 2,000/s here: it makes the rounds large, so the broker
-/// serves few requests); a command never waits for that store to be seen by the leader.
+/// serves few requests); a pushed command never waits for that store to be seen by the leader.
 async fn submit_task(
     name: String,
     center: CenterId,
@@ -315,21 +315,23 @@ async fn submit_task(
     let mut pending: Vec<Command> = Vec::new();
     let mut store: Option<std::pin::Pin<Box<dyn std::future::Future<Output = std::time::Duration> + Send>>> =
         None;
-    // Drained, not pushed yet: a push goes out at most every [`PUSH_INBOUND_INTERVAL`] (each
-    // notice, and each round of the leader it starts, costs PostgreSQL and the broker; at 2,000/s
-    // one push per request doubled the leader's rounds and slowed every hop).
-    let mut to_push: Vec<Command> = Vec::new();
-    let mut last_push = tokio::time::Instant::now() - PUSH_INBOUND_INTERVAL;
+    let mut pacer = PushPacer::new(tokio::time::Instant::now().into_std());
+    let send = |body: Vec<u8>| {
+        if let (Some(push), Some(notice)) = (&push, crate::push::inbound_notice(&body)) {
+            // Full: the topic brings them (only later).
+            let _ = push.try_send((rtgs_pg::sequencer_store::INBOUND_CHANNEL, notice));
+        }
+    };
     loop {
+        let push_due = pacer.due().map(tokio::time::Instant::from_std);
         tokio::select! {
             biased;
             stored_in = async { store.as_mut().expect("guarded").await }, if store.is_some() => {
                 metrics.api_stored(stored_in);
                 store = None;
             }
-            () = tokio::time::sleep_until(last_push + PUSH_INBOUND_INTERVAL), if !to_push.is_empty() => {
-                push_inbound(&push, &mut to_push);
-                last_push = tokio::time::Instant::now();
+            () = tokio::time::sleep_until(push_due.unwrap_or_else(tokio::time::Instant::now)), if push_due.is_some() => {
+                pacer.take(std::time::Instant::now()).map(send);
             }
             got = rx.recv(), if pending.len() < SUBMIT_PENDING_MAX => {
                 let Some(mut commands) = got else { return Err(EngineError::TaskGone("API")) };
@@ -340,12 +342,10 @@ async fn submit_task(
                     }
                 }
                 if push.is_some() {
-                    // (Beyond one notice's size, `push_inbound` only forgets them: a load that
-                    // drains that much is not waiting for the broker's hop.)
-                    to_push.extend_from_slice(&commands);
-                    if last_push.elapsed() >= PUSH_INBOUND_INTERVAL {
-                        push_inbound(&push, &mut to_push);
-                        last_push = tokio::time::Instant::now();
+                    let now = std::time::Instant::now();
+                    pacer.add(&commands);
+                    if pacer.due().is_some_and(|due| due <= now) {
+                        pacer.take(now).map(send);
                     }
                 }
                 pending.append(&mut commands);
@@ -365,18 +365,61 @@ async fn submit_task(
     }
 }
 
-/// Pushes `commands` to the leader as one inbound message if they fit one notice (else the
-/// topic alone brings them), and forgets them.
-fn push_inbound(push: &Option<mpsc::Sender<crate::push::Outgoing>>, commands: &mut Vec<Command>) {
-    if let Some(push) = push {
-        if let Some(notice) =
-            crate::broker::pushable_message(commands).and_then(|b| crate::push::inbound_notice(&b))
-        {
-            // Full: the topic brings them (only later).
-            let _ = push.try_send((rtgs_pg::sequencer_store::INBOUND_CHANNEL, notice));
+/// Which submissions an API pushes to the leader, and when. A push goes out at most every
+/// [`PUSH_INBOUND_INTERVAL`] — at once if the last is older — with everything submitted since:
+/// each push starts a round of the leader, and a round costs PostgreSQL and the broker more than
+/// its commands (one push per request at 2,000/s doubled the leader's rounds and made every hop
+/// slower: bench/README.md). A window whose submissions outgrow one notice pushes nothing: a
+/// load that submits that much is not waiting for the broker's hop, and its large rounds go by
+/// the broker alone.
+struct PushPacer {
+    held: Vec<Command>,
+    /// Frame bytes of `held` (`frames::command_bytes`).
+    bytes: usize,
+    /// This window outgrew one notice: nothing more is held until the next window.
+    overflowed: bool,
+    last_push: std::time::Instant,
+}
+
+impl PushPacer {
+    fn new(now: std::time::Instant) -> Self {
+        PushPacer { held: Vec::new(), bytes: 0, overflowed: false, last_push: now - PUSH_INBOUND_INTERVAL }
+    }
+
+    fn add(&mut self, commands: &[Command]) {
+        if self.overflowed {
+            return;
+        }
+        let room = crate::limits::PUSH_INBOUND_BYTES_MAX.saturating_sub(self.bytes);
+        match crate::frames::bytes_within(commands, room, crate::frames::command_bytes) {
+            Some(bytes) => {
+                self.held.extend_from_slice(commands);
+                self.bytes += bytes;
+            }
+            None => {
+                self.held.clear();
+                self.bytes = 0;
+                self.overflowed = true;
+            }
         }
     }
-    commands.clear();
+
+    /// When the next push (or the end of an overflowed window) is due; `None`: nothing held.
+    fn due(&self) -> Option<std::time::Instant> {
+        (!self.held.is_empty() || self.overflowed).then(|| self.last_push + PUSH_INBOUND_INTERVAL)
+    }
+
+    /// Ends the window: the inbound message to push (`None` when nothing is held, or it does not
+    /// fit one notice after all).
+    fn take(&mut self, now: std::time::Instant) -> Option<Vec<u8>> {
+        self.due()?;
+        self.last_push = now;
+        self.overflowed = false;
+        self.bytes = 0;
+        let body = (!self.held.is_empty()).then(|| crate::broker::pushable_message(&self.held)).flatten();
+        self.held.clear();
+        body
+    }
 }
 
 /// Notices and refusals from the notify topic (read from its end at start), as the API's
@@ -456,4 +499,68 @@ fn notice_task(
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtgs_core::codec;
+    use rtgs_core::entry::{AccountId, Bmi, Currency, Payload, Transfer};
+    use std::time::{Duration, Instant};
+
+    fn commands(prefix: &str, n: usize) -> Vec<Command> {
+        (0..n)
+            .map(|k| Command {
+                origin: CenterId(1),
+                bmi: Bmi::new(format!("{prefix}-{k}").as_bytes()).unwrap(),
+                payload: Payload::Transfer(Transfer {
+                    debtor: AccountId(1),
+                    creditor: AccountId(2),
+                    amount_minor: 100,
+                    currency: Currency::new(b"EUR").unwrap(),
+                }),
+            })
+            .collect()
+    }
+
+    fn decoded(body: &[u8]) -> Vec<Command> {
+        let mut out = Vec::new();
+        codec::decode_commands_frames(body, &mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn a_push_goes_at_once_when_the_last_is_older_than_the_interval_else_at_its_end() {
+        let t0 = Instant::now();
+        let mut p = PushPacer::new(t0);
+        assert_eq!((p.due(), p.take(t0)), (None, None), "nothing held, nothing pushed");
+        let first = commands("a", 2);
+        p.add(&first);
+        let due = p.due().expect("held");
+        assert!(due <= t0, "the last push is older than the interval: at once");
+        assert_eq!(decoded(&p.take(t0).expect("fits")), first);
+        // Within the interval: held until its end, with what comes meanwhile.
+        let (second, third) = (commands("b", 1), commands("c", 3));
+        p.add(&second);
+        p.add(&third);
+        assert_eq!(p.due(), Some(t0 + PUSH_INBOUND_INTERVAL));
+        let at = t0 + PUSH_INBOUND_INTERVAL;
+        assert_eq!(decoded(&p.take(at).expect("fits")), [second, third].concat());
+        assert_eq!(p.due(), None);
+    }
+
+    #[test]
+    fn a_window_that_outgrows_one_notice_pushes_nothing_until_the_next() {
+        let t0 = Instant::now() + Duration::from_secs(1);
+        let mut p = PushPacer::new(t0);
+        p.add(&commands("small", 3));
+        p.add(&commands("large", 2_000));
+        assert_eq!(p.due(), Some(t0), "the window still ends (the last push is older)");
+        p.add(&commands("late", 1));
+        assert_eq!(p.take(t0), None, "a full-load window goes by the broker alone");
+        let next = commands("next", 1);
+        p.add(&next);
+        assert_eq!(p.due(), Some(t0 + PUSH_INBOUND_INTERVAL), "the next window pushes again");
+        assert_eq!(decoded(&p.take(t0 + PUSH_INBOUND_INTERVAL).expect("fits")), next);
+    }
 }

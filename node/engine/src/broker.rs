@@ -168,13 +168,7 @@ pub fn inbound_messages(commands: &[Command]) -> Vec<Vec<u8>> {
 /// All of `commands` as one inbound message, if that is small enough to push (`crate::push`);
 /// `None` otherwise — a load that drains more at a time is not waiting for the broker's hop.
 pub fn pushable_message(commands: &[Command]) -> Option<Vec<u8>> {
-    let mut size = 0;
-    for c in commands {
-        size += frames::command_bytes(c);
-        if size > crate::limits::PUSH_INBOUND_BYTES_MAX {
-            return None;
-        }
-    }
+    frames::bytes_within(commands, crate::limits::PUSH_INBOUND_BYTES_MAX, frames::command_bytes)?;
     let mut body = Vec::new();
     codec::encode_commands_frame(commands, &mut body);
     (body.len() <= crate::limits::PUSH_INBOUND_BYTES_MAX).then_some(body)

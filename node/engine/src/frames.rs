@@ -29,6 +29,18 @@ pub fn command_bytes(c: &Command) -> usize {
     1 + 1 + c.bmi.as_bytes().len() + payload_bytes(&c.payload)
 }
 
+/// The bytes of `items` (by `bytes`) if they are at most `max`; `None` as soon as they exceed it.
+pub fn bytes_within<T>(items: &[T], max: usize, bytes: impl Fn(&T) -> usize) -> Option<usize> {
+    let mut size = 0usize;
+    for item in items {
+        size += bytes(item);
+        if size > max {
+            return None;
+        }
+    }
+    Some(size)
+}
+
 /// Consecutive ranges of `items`, each at most `count_max` items whose frame (overhead included)
 /// stays within [`PAYLOAD_BYTES_MAX`]. An item never exceeds that alone (`limits` asserts it for
 /// the largest entry and command), so every range holds at least one.
