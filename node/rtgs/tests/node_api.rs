@@ -127,6 +127,70 @@ fn the_api_serves_participants_on_the_production_engine() {
     );
 }
 
+/// Submissions go to the leader before the broker stores them (the push path): a leader killed
+/// with `kill -9` in the middle of a stream of them loses none and applies none twice. What it
+/// sequenced from the push may not have reached the journal topic yet (its successor publishes
+/// the outbox's unpublished batches), and the topic's copies of those commands then reach a
+/// leader that never saw the push — admitted as retries, never sequenced again.
+#[test]
+fn api_submissions_pushed_to_a_leader_killed_mid_stream_are_final_exactly_once() {
+    let _one = lock();
+    let mut c = Cluster::new("apikill");
+    let config_path = c.dir.join("participants.json");
+    std::fs::write(&config_path, config()).unwrap_or_else(|e| panic!("{e}"));
+    for env in &mut c.extra_env {
+        env.push(("RTGS_API_CONFIG".into(), config_path.display().to_string()));
+        env.push(("RTGS_API_LISTEN".into(), "127.0.0.1:0".into()));
+    }
+    c.start_all();
+    let api = api_addrs(&c);
+    let setup = [
+        ("/v1/operator/accounts", json!({ "bmi": "OPEN-1", "account": 1, "currency": "EUR" })),
+        ("/v1/operator/accounts", json!({ "bmi": "OPEN-2", "account": 2, "currency": "EUR" })),
+        (
+            "/v1/operator/accounts/1/fund",
+            json!({ "bmi": "FUND-1", "amount": "100000.00", "currency": "EUR" }),
+        ),
+    ];
+    for (path, body) in setup {
+        let (status, answer) = call(api[0], OPS, "POST", path, &body);
+        assert_eq!(status, 202, "{path}: {answer}");
+    }
+    let leader = c.leader();
+    let entry = (1..=3).find(|x| *x != leader).unwrap_or(1);
+    // 40 batches of 25 through a center that lives on, one every 50 ms or so (≈ 2 s).
+    const BATCHES: u64 = 40;
+    const PER_BATCH: u64 = 25;
+    let addr = api[entry - 1];
+    let stream = std::thread::spawn(move || {
+        for b in 0..BATCHES {
+            let transfers: Vec<Value> = (0..PER_BATCH)
+                .map(|i| {
+                    let n = b * PER_BATCH + i;
+                    json!({ "bmi": format!("API-T{n}"), "debtor": 1, "creditor": 2, "amount": "1.00", "currency": "EUR" })
+                })
+                .collect();
+            let (status, answer) =
+                call(addr, BANK_A, "POST", "/v1/transfers/batch", &json!({ "transfers": transfers }));
+            assert_eq!((status, answer["accepted"].as_u64()), (202, Some(PER_BATCH)), "batch {b}: {answer}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    });
+    let epoch = c.epoch_max();
+    // Kill the leader once a few batches have been sequenced from the push path.
+    c.wait("a few batches sequenced", 60, |s| {
+        s[leader - 1].as_ref().is_some_and(|s| s["inbound_pushed"].as_u64().unwrap_or(0) >= 5)
+    });
+    assert!(!stream.is_finished(), "the stream ended before the kill: nothing was in flight");
+    c.kill9(leader);
+    stream.join().unwrap_or_else(|_| panic!("the stream of batches failed"));
+    assert!(c.epoch_max() > epoch, "no takeover while the stream went on");
+    c.start(leader);
+    c.wait_converged(120);
+    c.reconcile();
+    c.assert_exactly_once_and_final("API", BATCHES * PER_BATCH);
+}
+
 const BANK_B: (&str, &str) = ("bank-b", "bank-b-secret-0123456789");
 
 /// Issue 15, point 2, on the production engine: two participants' equal `bmi` texts are two
