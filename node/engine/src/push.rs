@@ -183,7 +183,17 @@ impl Push {
         // Sending and listening do not wait for each other: a round trip of notices going out
         // (an API's submissions, this center's acks) never holds back what was heard (the journal
         // and the other centers' acks this center waits for). What queued up goes out in one
-        // statement: one round trip for many notices.
+        // statement, prepared once: one round trip for many notices.
+        let notify = match client
+            .prepare("SELECT pg_notify(c, p) FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS t(c, p, n) ORDER BY n")
+            .await
+        {
+            Ok(statement) => statement,
+            Err(e) => {
+                driver.abort();
+                return format!("preparing NOTIFY failed: {e}");
+            }
+        };
         let mut out = std::mem::replace(&mut self.out, mpsc::channel(1).1);
         let sending = async {
             let (mut channels, mut payloads): (Vec<&str>, Vec<String>) = (Vec::new(), Vec::new());
@@ -201,12 +211,7 @@ impl Push {
                     channels.push(channel);
                     payloads.push(payload);
                 }
-                let sent = client
-                    .execute(
-                        "SELECT pg_notify(c, p) FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS t(c, p, n) ORDER BY n",
-                        &[&channels, &payloads],
-                    )
-                    .await;
+                let sent = client.execute(&notify, &[&channels, &payloads]).await;
                 if let Err(e) = sent {
                     return format!("NOTIFY failed: {e}");
                 }
