@@ -31,6 +31,37 @@ fn api_addrs(c: &Cluster) -> Vec<SocketAddr> {
         .collect()
 }
 
+/// A cluster named `name` whose three nodes serve the API with participants `config` (and the
+/// `extra` environment), started; with each center's API address.
+fn api_cluster(name: &str, config: &str, extra: &[(&str, &str)]) -> (Cluster, Vec<SocketAddr>) {
+    let mut c = Cluster::new(name);
+    let config_path = c.dir.join("participants.json");
+    std::fs::write(&config_path, config).unwrap_or_else(|e| panic!("{e}"));
+    for env in &mut c.extra_env {
+        env.push(("RTGS_API_CONFIG".into(), config_path.display().to_string()));
+        env.push(("RTGS_API_LISTEN".into(), "127.0.0.1:0".into()));
+        env.extend(extra.iter().map(|(k, v)| ((*k).into(), (*v).into())));
+    }
+    c.start_all();
+    let api = api_addrs(&c);
+    (c, api)
+}
+
+/// Operators open EUR accounts 1 and 2 and fund account 1 with `amount` through `api`; each
+/// answer waits for finality (it carries the seq).
+fn open_and_fund(api: SocketAddr, amount: &str) {
+    let setup = [
+        ("/v1/operator/accounts", json!({ "bmi": "OPEN-1", "account": 1, "currency": "EUR" })),
+        ("/v1/operator/accounts", json!({ "bmi": "OPEN-2", "account": 2, "currency": "EUR" })),
+        ("/v1/operator/accounts/1/fund", json!({ "bmi": "FUND-1", "amount": amount, "currency": "EUR" })),
+    ];
+    for (path, body) in setup {
+        let (status, answer) = call(api, OPS, "POST", path, &body);
+        assert_eq!(status, 202, "{path}: {answer}");
+        assert!(answer["seq"].as_u64().is_some(), "the final notice came back: {answer}");
+    }
+}
+
 fn call(addr: SocketAddr, who: (&str, &str), method: &str, path: &str, body: &Value) -> (u16, Value) {
     let text = if body.is_null() { String::new() } else { body.to_string() };
     let (status, answer) = http_signed(addr, who.0, who.1, method, path, &text);
@@ -40,27 +71,10 @@ fn call(addr: SocketAddr, who: (&str, &str), method: &str, path: &str, body: &Va
 #[test]
 fn the_api_serves_participants_on_the_production_engine() {
     let _one = lock();
-    let mut c = Cluster::new("api");
-    let config_path = c.dir.join("participants.json");
-    std::fs::write(&config_path, config()).unwrap_or_else(|e| panic!("{e}"));
-    for env in &mut c.extra_env {
-        env.push(("RTGS_API_CONFIG".into(), config_path.display().to_string()));
-        env.push(("RTGS_API_LISTEN".into(), "127.0.0.1:0".into()));
-    }
-    c.start_all();
-    let api = api_addrs(&c);
+    let (mut c, api) = api_cluster("api", &config(), &[]);
 
     // Operators set up the accounts through DC1's API; each answer waits for finality.
-    let setup = [
-        ("/v1/operator/accounts", json!({ "bmi": "OPEN-1", "account": 1, "currency": "EUR" })),
-        ("/v1/operator/accounts", json!({ "bmi": "OPEN-2", "account": 2, "currency": "EUR" })),
-        ("/v1/operator/accounts/1/fund", json!({ "bmi": "FUND-1", "amount": "1000.00", "currency": "EUR" })),
-    ];
-    for (path, body) in setup {
-        let (status, answer) = call(api[0], OPS, "POST", path, &body);
-        assert_eq!(status, 202, "{path}: {answer}");
-        assert!(answer["seq"].as_u64().is_some(), "the final notice came back: {answer}");
-    }
+    open_and_fund(api[0], "1000.00");
 
     // A transfer through DC1, another through DC2: each answered with its seq, final.
     let t1 = json!({ "bmi": "API-T1", "debtor": 1, "creditor": 2, "amount": "12.34", "currency": "EUR" });
@@ -135,27 +149,8 @@ fn the_api_serves_participants_on_the_production_engine() {
 #[test]
 fn api_submissions_pushed_to_a_leader_killed_mid_stream_are_final_exactly_once() {
     let _one = lock();
-    let mut c = Cluster::new("apikill");
-    let config_path = c.dir.join("participants.json");
-    std::fs::write(&config_path, config()).unwrap_or_else(|e| panic!("{e}"));
-    for env in &mut c.extra_env {
-        env.push(("RTGS_API_CONFIG".into(), config_path.display().to_string()));
-        env.push(("RTGS_API_LISTEN".into(), "127.0.0.1:0".into()));
-    }
-    c.start_all();
-    let api = api_addrs(&c);
-    let setup = [
-        ("/v1/operator/accounts", json!({ "bmi": "OPEN-1", "account": 1, "currency": "EUR" })),
-        ("/v1/operator/accounts", json!({ "bmi": "OPEN-2", "account": 2, "currency": "EUR" })),
-        (
-            "/v1/operator/accounts/1/fund",
-            json!({ "bmi": "FUND-1", "amount": "100000.00", "currency": "EUR" }),
-        ),
-    ];
-    for (path, body) in setup {
-        let (status, answer) = call(api[0], OPS, "POST", path, &body);
-        assert_eq!(status, 202, "{path}: {answer}");
-    }
+    let (mut c, api) = api_cluster("apikill", &config(), &[]);
+    open_and_fund(api[0], "100000.00");
     let leader = c.leader();
     let entry = (1..=3).find(|x| *x != leader).unwrap_or(1);
     // 40 batches of 25 through a center that lives on, one every 50 ms or so (≈ 2 s).
@@ -202,8 +197,6 @@ const BANK_B: (&str, &str) = ("bank-b", "bank-b-secret-0123456789");
 #[test]
 fn idempotency_belongs_to_the_participant_on_the_production_engine() {
     let _one = lock();
-    let mut c = Cluster::new("idem");
-    let config_path = c.dir.join("participants.json");
     let config = json!({
         "participants": [
             { "key_id": BANK_A.0, "secret": BANK_A.1, "accounts": [1, 2] },
@@ -212,14 +205,7 @@ fn idempotency_belongs_to_the_participant_on_the_production_engine() {
         "operators": [{ "key_id": OPS.0, "secret": OPS.1 }],
         "accounts": []
     });
-    std::fs::write(&config_path, config.to_string()).unwrap_or_else(|e| panic!("{e}"));
-    for env in &mut c.extra_env {
-        env.push(("RTGS_API_CONFIG".into(), config_path.display().to_string()));
-        env.push(("RTGS_API_LISTEN".into(), "127.0.0.1:0".into()));
-        env.push(("RTGS_STATEMENT_HISTORY".into(), "true".into()));
-    }
-    c.start_all();
-    let api = api_addrs(&c);
+    let (mut c, api) = api_cluster("idem", &config.to_string(), &[("RTGS_STATEMENT_HISTORY", "true")]);
     let setup = [
         ("/v1/operator/accounts", json!({ "bmi": "OPEN-1", "account": 1, "currency": "EUR" })),
         ("/v1/operator/accounts", json!({ "bmi": "OPEN-2", "account": 2, "currency": "EUR" })),
@@ -380,18 +366,9 @@ fn ops(c: &Cluster, api: SocketAddr, args: &[&str]) -> (i32, String, String) {
 #[test]
 fn plugin_operations_take_effect_on_every_center_of_the_production_engine() {
     let _one = lock();
-    let mut c = Cluster::new("apiops");
-    let config_path = c.dir.join("participants.json");
-    std::fs::write(&config_path, config()).unwrap_or_else(|e| panic!("{e}"));
-    for env in &mut c.extra_env {
-        env.push(("RTGS_API_CONFIG".into(), config_path.display().to_string()));
-        env.push(("RTGS_API_LISTEN".into(), "127.0.0.1:0".into()));
-        env.push(("RTGS_COLLECTION".into(), "true".into()));
-        env.push(("RTGS_COLLECTION_WALLETS".into(), "4".into()));
-        env.push(("RTGS_COLLECTION_RELAYERS".into(), "2".into()));
-    }
-    c.start_all();
-    let api = api_addrs(&c);
+    let collection =
+        [("RTGS_COLLECTION", "true"), ("RTGS_COLLECTION_WALLETS", "4"), ("RTGS_COLLECTION_RELAYERS", "2")];
+    let (mut c, api) = api_cluster("apiops", &config(), &collection);
 
     // The audit routes answer on production (not collection_disabled).
     for addr in &api {
