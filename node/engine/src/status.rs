@@ -36,9 +36,10 @@ pub struct SequencerStats {
     /// Commands not journaled, answered on the notify topic: conflicts (DUPL) and retries.
     pub refusals: AtomicU64,
     pub malformed_inbound: AtomicU64,
-    /// Inbound messages sequenced from the push path, before the broker stored them.
+    /// Inbound messages taken from the push path (an API's, before the broker stored them).
     pub inbound_pushed: AtomicU64,
-    /// Topic copies of those skipped (every command in them was admitted already).
+    /// Commands in inbound topic messages dropped as copies of commands taken from the push path
+    /// (their twins were admitted already).
     pub inbound_copies_skipped: AtomicU64,
     /// Groups sequenced a second time because a `bmi` in them was sequenced before.
     pub bmi_rounds: AtomicU64,
