@@ -15,6 +15,9 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_rtgs");
 
 /// The `rtgs` the cluster's nodes and loads run: this build's, or `RTGS_TEST_BIN` (another build
 /// of the same source, e.g. the release binary when a drill takes figures).
+/// How long a center's database may take to record finality its status already shows.
+pub const FINALITY_RECORD_WAIT: Duration = Duration::from_secs(10);
+
 pub fn bin() -> String {
     std::env::var("RTGS_TEST_BIN").unwrap_or_else(|_| BIN.to_string())
 }
@@ -288,20 +291,31 @@ impl Cluster {
 
     /// Every `RUN-T<i>` for i < n is applied exactly once in every center and is final there
     /// (a participant's, through the API, under its scoped key: `~` and its tag first).
+    ///
+    /// A center records finality with its next commit (of entries, or of finality alone), which
+    /// can follow the status that showed it by a commit's time — longer while the committer works
+    /// off a catch-up — so the finality records get [`FINALITY_RECORD_WAIT`] to appear.
     pub fn assert_exactly_once_and_final(&self, run_id: &str, n: u64) {
         let pattern = format!("{run_id}-T%");
         let pattern = if run_id == "API" { format!("~_______{pattern}") } else { pattern };
         for c in 1..=3 {
-            let rows = self.sql(
-                c,
-                "SELECT count(*), count(DISTINCT bmi),
-                        count(*) FILTER (WHERE NOT EXISTS (
-                            SELECT 1 FROM finality f WHERE e.seq BETWEEN f.seq_first AND f.seq_last))
-                   FROM applied_entry e WHERE bmi LIKE $1",
-                &[&pattern],
-            );
+            let deadline = Instant::now() + FINALITY_RECORD_WAIT;
+            let (rows, distinct, unfinal): (i64, i64, i64) = loop {
+                let rows = self.sql(
+                    c,
+                    "SELECT count(*), count(DISTINCT bmi),
+                            count(*) FILTER (WHERE NOT EXISTS (
+                                SELECT 1 FROM finality f WHERE e.seq BETWEEN f.seq_first AND f.seq_last))
+                       FROM applied_entry e WHERE bmi LIKE $1",
+                    &[&pattern],
+                );
+                let counts = (rows[0].get(0), rows[0].get(1), rows[0].get(2));
+                if counts.2 == 0 || Instant::now() > deadline {
+                    break counts;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            };
             let db = format!("{}_dc{c}", self.prefix);
-            let (rows, distinct, unfinal): (i64, i64, i64) = (rows[0].get(0), rows[0].get(1), rows[0].get(2));
             assert_eq!(rows as u64, n, "{db}: {rows} applied entries for {n} submitted transfers");
             assert_eq!(distinct, rows, "{db}: a bmi was applied twice");
             assert_eq!(unfinal, 0, "{db}: {unfinal} applied transfers are not recorded final");
