@@ -3,28 +3,12 @@
 //   RATE=100 BATCH=1000 DURATION=15s scripts/k6-run.sh k6/batch.js
 import { check } from 'k6';
 import { Counter } from 'k6/metrics';
-import { DEBTOR, CREDITOR, RUN, signed, summary } from './lib/rtgs.js';
+import { DEBTOR, CREDITOR, RUN, constantArrival, signed, summary } from './lib/rtgs.js';
 
 const size = Number(__ENV.BATCH || 1000);
 const transfers = new Counter('transfers_accepted');
 
-export const options = {
-  scenarios: {
-    batches: {
-      executor: 'constant-arrival-rate',
-      rate: Number(__ENV.RATE || 100),
-      timeUnit: '1s',
-      duration: __ENV.DURATION || '15s',
-      preAllocatedVUs: Number(__ENV.VUS || 64),
-      maxVUs: Number(__ENV.MAX_VUS || 128),
-    },
-  },
-  summaryTrendStats: ['med', 'p(90)', 'p(99)', 'max'],
-  thresholds: {
-    http_req_failed: ['rate==0'],
-    checks: ['rate==1'],
-  },
-};
+export const options = constantArrival('batches', { rate: 100, duration: '15s', vus: 64, maxVus: 128 }, {});
 
 export default function () {
   const items = [];

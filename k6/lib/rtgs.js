@@ -38,6 +38,25 @@ export function transfer(bmi, amount) {
   return signed('POST', '/v1/transfers', body);
 }
 
+// Options of one constant-arrival-rate scenario named `name` (RATE, DURATION, VUS and MAX_VUS
+// override the defaults), no failed request or check, plus `thresholds`.
+export function constantArrival(name, defaults, thresholds) {
+  return {
+    scenarios: {
+      [name]: {
+        executor: 'constant-arrival-rate',
+        rate: Number(__ENV.RATE || defaults.rate),
+        timeUnit: '1s',
+        duration: __ENV.DURATION || defaults.duration,
+        preAllocatedVUs: Number(__ENV.VUS || defaults.vus),
+        maxVUs: Number(__ENV.MAX_VUS || defaults.maxVus),
+      },
+    },
+    summaryTrendStats: ['med', 'p(90)', 'p(99)', 'max'],
+    thresholds: { http_req_failed: ['rate==0'], checks: ['rate==1'], ...thresholds },
+  };
+}
+
 // The JSON summary k6 writes at the end (K6_SUMMARY=path), plus the usual text on stdout.
 export function summary(data) {
   const out = { stdout: textSummary(data) };

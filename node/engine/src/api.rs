@@ -315,7 +315,7 @@ async fn submit_task(
     let mut pending: Vec<Command> = Vec::new();
     let mut store: Option<std::pin::Pin<Box<dyn std::future::Future<Output = std::time::Duration> + Send>>> =
         None;
-    let mut pacer = PushPacer::new(tokio::time::Instant::now().into_std());
+    let mut pacer = PushPacer::new(std::time::Instant::now());
     let send = |body: Vec<u8>| {
         if let (Some(push), Some(notice)) = (&push, crate::push::inbound_notice(&body)) {
             // Full: the topic brings them (only later).
@@ -331,7 +331,9 @@ async fn submit_task(
                 store = None;
             }
             () = tokio::time::sleep_until(push_due.unwrap_or_else(tokio::time::Instant::now)), if push_due.is_some() => {
-                pacer.take(std::time::Instant::now()).map(send);
+                if let Some(body) = pacer.take(std::time::Instant::now()) {
+                    send(body);
+                }
             }
             got = rx.recv(), if pending.len() < SUBMIT_PENDING_MAX => {
                 let Some(mut commands) = got else { return Err(EngineError::TaskGone("API")) };
@@ -344,8 +346,8 @@ async fn submit_task(
                 if push.is_some() {
                     let now = std::time::Instant::now();
                     pacer.add(&commands);
-                    if pacer.due().is_some_and(|due| due <= now) {
-                        pacer.take(now).map(send);
+                    if let Some(body) = pacer.due().filter(|due| *due <= now).and_then(|_| pacer.take(now)) {
+                        send(body);
                     }
                 }
                 pending.append(&mut commands);

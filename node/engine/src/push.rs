@@ -194,6 +194,8 @@ impl Push {
                 return format!("preparing NOTIFY failed: {e}");
             }
         };
+        // The sender owns the queue for the session (the listener borrows `self`); it is put
+        // back when the session ends.
         let mut out = std::mem::replace(&mut self.out, mpsc::channel(1).1);
         let sending = async {
             let (mut channels, mut payloads): (Vec<&str>, Vec<String>) = (Vec::new(), Vec::new());
