@@ -20,6 +20,9 @@ pub const EFFECT_QUEUE_BATCHES: usize = 64;
 pub const ADAPTER_POLL_INTERVAL: std::time::Duration = std::time::Duration::from_millis(1);
 /// A journal segment file is closed and a new one started past this size.
 pub const SEGMENT_BYTES_MAX: u64 = 256 << 20;
+/// Zeros the journal writer keeps written past its frames in the current segment, so that its
+/// `fdatasync`s flush data only (see `journal.rs`, "Zeros ahead"); topped up when half are used.
+pub const JOURNAL_ZERO_AHEAD_BYTES: u64 = 4 << 20;
 /// Body bytes of one journal frame (a sequencer batch is split into frames at this size).
 pub const FRAME_BODY_BYTES_TARGET: usize = 4 << 20;
 /// A center writes a checkpoint after applying this many entries since the last one.

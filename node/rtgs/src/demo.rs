@@ -316,7 +316,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         );
         if journal.truncated_bytes > 0 || journal.repaired_frames > 0 {
             eprintln!(
-                "rtgs demo: journal: torn tail of {} bytes cut, {} frames ({} bytes) repaired from the other copy",
+                "rtgs demo: journal: torn tail of {} bytes cut (with the zeros ahead after it), {} frames ({} bytes) repaired from the other copy",
                 journal.truncated_bytes, journal.repaired_frames, journal.repaired_bytes
             );
         }

@@ -62,7 +62,8 @@ struct Verdict {
     /// The last segment and where in it that mark ends: every byte before is durable.
     journal_last_segment: Option<String>,
     journal_durable_bytes: u64,
-    /// Bytes of torn tail a start would cut (past the durable end); nothing is cut here.
+    /// Bytes a start would cut past the last valid frame (a torn tail, with the writer's zeros
+    /// ahead after it); nothing is cut here.
     journal_torn_tail_bytes: u64,
     /// Frames a start would copy from one copy of the journal to the other (with a mirror).
     journal_repairable_frames: u64,
@@ -211,7 +212,10 @@ fn print_human(v: &Verdict) {
             v.replay_state_hash,
             v.conserved,
             if v.journal_torn_tail_bytes > 0 {
-                format!(", torn tail of {} bytes (a start cuts it)", v.journal_torn_tail_bytes)
+                format!(
+                    ", torn tail of {} bytes with the zeros after it (a start cuts it)",
+                    v.journal_torn_tail_bytes
+                )
             } else {
                 String::new()
             },

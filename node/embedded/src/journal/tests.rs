@@ -1,5 +1,6 @@
 use super::*;
 use rtgs_core::entry::CenterId;
+use std::io::Write;
 
 fn tick(seq: Seq) -> Entry {
     Entry::tick(seq, 3, seq * 10, CenterId(1))
@@ -357,4 +358,111 @@ fn inspect_changes_nothing() {
     assert_eq!(found.replay, Some(vec![(1, tseg.clone())]), "readable up to the tear");
     assert_eq!(ok(fs::metadata(&tseg)).len(), tlen - 1);
     let _ = fs::remove_dir_all(&torn);
+}
+
+/// Two sync groups written by a writer that then crashes (no close: its zeros ahead stay on
+/// disk). Returns the directory, its segment, where the frames end and the two frames' lengths.
+fn crashed_with_zeros(name: &str) -> (PathBuf, PathBuf, u64, u64, u64) {
+    let dir = tempdir(name);
+    let (mut j, _) = ok(Journal::open(&dir, 1 << 20));
+    let (a, b) = (frame(1..=5), frame(6..=9));
+    ok(j.append(&a, 1, 5));
+    ok(j.sync());
+    ok(j.append(&b, 6, 9));
+    ok(j.sync());
+    let end = j.segment_bytes;
+    std::mem::forget(j); // a crash: no close, the zeros ahead are not trimmed
+    let seg = last_segment(&dir);
+    assert_eq!(ok(fs::metadata(&seg)).len(), 1 << 20, "zeros ahead, up to the segment's size");
+    (dir, seg, end, a.len() as u64, b.len() as u64)
+}
+
+/// After a crash the writer's zeros ahead are the end of the journal: nothing is cut or
+/// reported as torn, readers stop there, and appends go on over them.
+#[test]
+fn zeros_ahead_left_by_a_crash_are_the_end_not_a_tear() {
+    let (dir, seg, end, a, b) = crashed_with_zeros("zeros-end");
+    assert_eq!(end, a + MARK_FRAME_BYTES as u64 + b);
+    assert_eq!(read_all(&dir, 1), (1..=9).collect::<Vec<_>>(), "readers stop at the zeros");
+    let found = ok(inspect(&dir, None));
+    assert_eq!((found.tail.seq_last, found.tail.truncated_bytes, found.tail.seq_durable), (9, 0, 5));
+    let (mut j, tail) = ok(Journal::open(&dir, 1 << 20));
+    assert_eq!((tail.seq_last, tail.truncated_bytes, tail.seq_durable), (9, 0, 5));
+    ok(j.append(&frame(10..=12), 10, 12));
+    ok(j.seal());
+    drop(j);
+    assert_eq!(read_all(&dir, 1), (1..=12).collect::<Vec<_>>());
+    let frames = a + b + frame(10..=12).len() as u64;
+    assert_eq!(ok(fs::metadata(&seg)).len(), frames + 3 * MARK_FRAME_BYTES as u64, "closed: trimmed");
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// A frame torn over the zeros ahead (a crash mid-write) is a torn tail: cut, with the zeros.
+#[test]
+fn a_frame_torn_over_the_zeros_ahead_is_cut() {
+    let (dir, seg, end, _, _) = crashed_with_zeros("zeros-torn");
+    let torn = frame(10..=12);
+    let file = ok(OpenOptions::new().write(true).open(&seg));
+    ok(file.write_all_at(&torn[..torn.len() - 5], end));
+    drop(file);
+    let found = ok(inspect(&dir, None));
+    assert_eq!(
+        (found.tail.seq_last, found.tail.truncated_bytes),
+        (9, (1 << 20) - end),
+        "the tear and the zeros"
+    );
+    let (_, tail) = ok(Journal::open(&dir, 1 << 20));
+    assert_eq!(tail.seq_last, 9);
+    assert_eq!(read_all(&dir, 1), (1..=9).collect::<Vec<_>>());
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// Durable frames that read back as zeros (a lost write) with valid frames after them are
+/// corruption, never an end: refused, nothing changed.
+#[test]
+fn zeros_where_durable_frames_were_are_corruption() {
+    let (dir, seg, _, a, _) = crashed_with_zeros("zeros-lost");
+    let file = ok(OpenOptions::new().write(true).open(&seg));
+    ok(file.write_all_at(&vec![0u8; a as usize], 0));
+    drop(file);
+    let before = ok(fs::read(&seg));
+    match Journal::open(&dir, 1 << 20) {
+        Err(JournalError::Corrupt { offset, reason, seqs, .. }) => {
+            assert_eq!(offset, 0);
+            assert!(reason.contains("zeros where a frame should start"), "{reason}");
+            assert!(seqs.contains(&format!("the next valid frame starts at byte {a}")), "{seqs}");
+        }
+        other => panic!("expected corruption, got {:?}", other.map(|(_, t)| t)),
+    }
+    assert!(matches!(inspect(&dir, None), Err(JournalError::Corrupt { offset: 0, .. })));
+    assert_eq!(ok(fs::read(&seg)), before, "not a byte changed");
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// A reader tailing the journal meets the writer's frame half written over the zeros ahead: it
+/// stops there without an error, and reads the frame once it is whole.
+#[test]
+fn a_tailing_reader_stops_at_a_frame_in_progress() {
+    let (dir, seg, end, _, _) = crashed_with_zeros("zeros-tail");
+    let next = frame(10..=12);
+    let file = ok(OpenOptions::new().write(true).open(&seg));
+    ok(file.write_all_at(&next[..next.len() - 5], end));
+    assert_eq!(read_all(&dir, 1), (1..=9).collect::<Vec<_>>(), "the frame in progress is not read");
+    ok(file.write_all_at(&next[next.len() - 5..], end + next.len() as u64 - 5));
+    assert_eq!(read_all(&dir, 1), (1..=12).collect::<Vec<_>>());
+    // Damage is not taken for a frame in progress: a bad frame with a valid one after it.
+    ok(file.write_all_at(&frame(13..=14), end + next.len() as u64));
+    ok(file.write_all_at(&[0xff], end + 20));
+    drop(file);
+    let mut r = ok(JournalReader::open(&dir, 1));
+    let mut out = Vec::new();
+    let err = loop {
+        match r.next_batch(&mut out) {
+            Ok(true) => {}
+            Ok(false) => panic!("read to the end past a damaged frame: {:?}", out.len()),
+            Err(e) => break e,
+        }
+    };
+    assert!(matches!(err, JournalError::Corrupt { .. }), "{err}");
+    let _ = fs::remove_dir_all(&dir);
 }
