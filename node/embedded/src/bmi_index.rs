@@ -309,6 +309,10 @@ struct Generation {
     index: Table<(u64, u32)>,
     mask: usize,
     entries: Vec<(u64, Recent)>,
+    /// The seq of each entry, beside it: what the frozen generation keeps, moved out at the
+    /// rotation rather than gathered from ≈ 20 MiB of entries (≈ 2.6 ms of the sequencer's time
+    /// at every rotation, measured).
+    seqs: Vec<Seq>,
     seq_from: Seq,
     seq_through: Seq,
 }
@@ -325,19 +329,22 @@ impl Generation {
         seq_from: Seq,
         entries_max: usize,
         mut buffer: Vec<(u64, Recent)>,
-        spare_index: Option<Table<(u64, u32)>>,
+        spare: Option<Spare>,
     ) -> Self {
         let slots = (entries_max + entries_max / 3).next_power_of_two().max(2);
         buffer.clear();
         buffer.reserve(entries_max);
-        let index = match spare_index {
-            Some(mut t) if t.len() == slots => {
+        let (index, mut seqs) = match spare {
+            Some((mut t, seqs)) if t.len() == slots => {
                 t.fill((0, 0));
-                t
+                (t, seqs)
             }
-            _ => Table::zeroed(slots),
+            Some((_, seqs)) => (Table::zeroed(slots), seqs),
+            None => (Table::zeroed(slots), Vec::new()),
         };
-        Generation { index, mask: slots - 1, entries: buffer, seq_from, seq_through: seq_from - 1 }
+        seqs.clear();
+        seqs.reserve(entries_max);
+        Generation { index, mask: slots - 1, entries: buffer, seqs, seq_from, seq_through: seq_from - 1 }
     }
 
     fn len(&self) -> usize {
@@ -383,6 +390,7 @@ impl Generation {
             i = (i + 1) & self.mask;
         }
         self.entries.push((key, recent));
+        self.seqs.push(recent.known.seq);
         self.index[i] = (key, self.entries.len() as u32);
         self.seq_through = recent.known.seq;
     }
@@ -403,17 +411,19 @@ impl Generation {
     /// The generation on its way to disk: its index and only the seqs (its entries are in the
     /// journal by now: a candidate is checked there), a quarter of the memory.
     fn freeze(self) -> (Frozen, Vec<(u64, Recent)>) {
-        let seqs = self.entries.iter().map(|(_, r)| r.known.seq).collect();
         let frozen = Frozen {
             index: self.index,
             mask: self.mask,
-            seqs,
+            seqs: self.seqs,
             seq_from: self.seq_from,
             seq_through: self.seq_through,
         };
         (frozen, self.entries)
     }
 }
+
+/// A frozen generation's index and seqs vector, kept for the next generation.
+type Spare = (Table<(u64, u32)>, Vec<Seq>);
 
 /// A generation handed to the writer: searched here (candidates by key, checked against the
 /// journal like a run's) until its run is in the run set.
@@ -440,13 +450,41 @@ impl Frozen {
         }
     }
 
-    /// Its `(key, seq)` records, sorted, into `out` (on the writer's thread).
-    fn records_into(&self, out: &mut Vec<(u64, Seq)>) {
-        out.clear();
-        out.extend(
+    /// Its `(key, seq)` records, sorted, into `out` (on the writer's thread; `scratch` is
+    /// working space kept between generations).
+    fn records_into(&self, out: &mut Vec<(u64, Seq)>, scratch: &mut Vec<(u64, Seq)>) {
+        scratch.clear();
+        scratch.extend(
             self.index.iter().filter(|(_, at)| *at != 0).map(|&(k, at)| (k, self.seqs[at as usize - 1])),
         );
-        out.sort_unstable();
+        sort_records(scratch, out);
+    }
+}
+
+/// Sorts `records` into `out` by their keys' top 16 bits, then each bucket in full: keys are
+/// SipHash values under a secret key, so the buckets hold a few records each — two passes over
+/// the records instead of a comparison sort's ≈ 18 (the writer's sort was 3.8 % of the demo's
+/// CPU). Any spread of keys still sorts correctly (a crowded bucket is just a larger sort).
+fn sort_records(records: &[(u64, Seq)], out: &mut Vec<(u64, Seq)>) {
+    const BITS: u32 = 16;
+    let bucket = |key: u64| (key >> (64 - BITS)) as usize;
+    let mut starts = vec![0usize; (1 << BITS) + 1];
+    for &(key, _) in records {
+        starts[bucket(key) + 1] += 1;
+    }
+    for b in 1..starts.len() {
+        starts[b] += starts[b - 1];
+    }
+    out.clear();
+    out.resize(records.len(), (0, 0));
+    let mut next = starts.clone();
+    for &r in records {
+        let b = bucket(r.0);
+        out[next[b]] = r;
+        next[b] += 1;
+    }
+    for b in starts.windows(2) {
+        out[b[0]..b[1]].sort_unstable();
     }
 }
 
@@ -514,11 +552,17 @@ fn write_run(
     let mut out = BufWriter::with_capacity(256 << 10, File::create(&tmp)?);
     out.write_all(&[0u8; RUN_HEADER_BYTES as usize])?;
     let (mut crc, mut count, mut fences, mut last) = (crc32fast::Hasher::new(), 0u64, Vec::new(), None);
+    // A block at a time into the CRC and the file: 16 bytes per call cost the CRC ≈ 10× its
+    // speed (3.6 % of the demo's CPU in the writer and the merger, measured).
+    let mut block = Vec::with_capacity(BMI_RUN_BLOCK_RECORDS * RECORD_BYTES as usize);
     for r in records {
         let (key, seq) = r?;
         assert!(last <= Some((key, seq)), "run records must be sorted");
         last = Some((key, seq));
         if count % BMI_RUN_BLOCK_RECORDS as u64 == 0 {
+            crc.update(&block);
+            out.write_all(&block)?;
+            block.clear();
             if stop.load(Ordering::Relaxed) {
                 drop(out);
                 let _ = fs::remove_file(&tmp);
@@ -526,13 +570,12 @@ fn write_run(
             }
             fences.push(key);
         }
-        let mut rec = [0u8; RECORD_BYTES as usize];
-        rec[..8].copy_from_slice(&key.to_le_bytes());
-        rec[8..].copy_from_slice(&seq.to_le_bytes());
-        crc.update(&rec);
-        out.write_all(&rec)?;
+        block.extend_from_slice(&key.to_le_bytes());
+        block.extend_from_slice(&seq.to_le_bytes());
         count += 1;
     }
+    crc.update(&block);
+    out.write_all(&block)?;
     let file = out.into_inner().map_err(|e| e.into_error())?;
     let mut header = Vec::with_capacity(RUN_HEADER_BYTES as usize);
     header.extend_from_slice(RUN_MAGIC);
@@ -700,9 +743,9 @@ struct Writer {
 
 impl Writer {
     fn run(self, rx: Receiver<Arc<Frozen>>) -> Result<(), String> {
-        let mut sorted = Vec::new();
+        let (mut sorted, mut scratch) = (Vec::new(), Vec::new());
         while let Ok(frozen) = rx.recv() {
-            frozen.records_into(&mut sorted);
+            frozen.records_into(&mut sorted, &mut scratch);
             let range = (frozen.seq_from, frozen.seq_through, 0);
             drop(frozen);
             let records = sorted.iter().copied().map(Ok);
@@ -829,9 +872,9 @@ pub struct BmiIndex {
     /// Generations handed to the writer, newest last, until its run set covers them: searched
     /// like the recent ones meanwhile.
     frozen: Vec<Arc<Frozen>>,
-    /// A covered frozen generation's index, for the next generation (allocating a fresh one at
-    /// every rotation left the freed ones lingering in the allocator: peak RSS).
-    spare_index: Option<Table<(u64, u32)>>,
+    /// A covered frozen generation's index and seqs, for the next generation (allocating fresh
+    /// ones at every rotation left the freed ones lingering in the allocator: peak RSS).
+    spare: Option<Spare>,
     runs: Arc<RunSet>,
     /// The journal writer's progress: entries up to here are in the journal files, where a
     /// run's candidate can be read back. A generation leaves memory only once it is.
@@ -949,7 +992,7 @@ impl BmiIndex {
             current: Generation::new(through + 1, config.recent_entries),
             previous: Generation::new(through + 1, 0),
             frozen: Vec::new(),
-            spare_index: None,
+            spare: None,
             runs: Arc::new(RunSet { runs, seq_through: through, version: 0, merges: 0 }),
             seq_written,
             to_writer: Some(to_writer),
@@ -1003,7 +1046,7 @@ impl BmiIndex {
             let covered = self.frozen.remove(0);
             // The writer is done with it (its run is in): its index serves the next generation.
             if let Ok(f) = Arc::try_unwrap(covered) {
-                self.spare_index = Some(f.index);
+                self.spare = Some((f.index, f.seqs));
             }
         }
     }
@@ -1142,7 +1185,7 @@ impl BmiIndex {
         let from = self.current.seq_through + 1;
         let previous = std::mem::replace(&mut self.previous, Generation::new(from, 0));
         let (frozen, buffer) = previous.freeze();
-        let fresh = Generation::reusing(from, self.config.recent_entries, buffer, self.spare_index.take());
+        let fresh = Generation::reusing(from, self.config.recent_entries, buffer, self.spare.take());
         self.previous = std::mem::replace(&mut self.current, fresh);
         if frozen.seqs.is_empty() {
             return Ok(());

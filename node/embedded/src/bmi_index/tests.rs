@@ -197,3 +197,20 @@ fn a_restart_reloads_the_runs_and_replays_the_journal_after_them() {
     drop(rig);
     let _ = fs::remove_dir_all(&dir);
 }
+
+/// The writer's bucket sort orders records exactly as a comparison sort does: random keys, keys
+/// crowded into one bucket (top bits equal), equal keys with different seqs, empty input.
+#[test]
+fn run_records_sort_like_a_comparison_sort() {
+    let mut prng = rtgs_core::prng::Prng::new(11);
+    let random: Vec<(u64, Seq)> = (0..50_000).map(|i| (prng.next_u64(), i)).collect();
+    let crowded: Vec<(u64, Seq)> = (0..5_000).map(|i| (0xABCD << 48 | prng.below(1 << 20), i)).collect();
+    let equal: Vec<(u64, Seq)> = (0..1_000).map(|i| (prng.below(7) << 60, 1_000 - i)).collect();
+    for records in [random, crowded, equal, Vec::new()] {
+        let mut expected = records.clone();
+        expected.sort_unstable();
+        let mut out = vec![(1, 1)];
+        sort_records(&records, &mut out);
+        assert_eq!(out, expected);
+    }
+}
