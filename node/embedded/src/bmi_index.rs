@@ -309,10 +309,10 @@ struct Generation {
     index: Table<(u64, u32)>,
     mask: usize,
     entries: Vec<(u64, Recent)>,
-    /// The seq of each entry, beside it: what the frozen generation keeps, moved out at the
-    /// rotation rather than gathered from ≈ 20 MiB of entries (≈ 2.6 ms of the sequencer's time
-    /// at every rotation, measured).
-    seqs: Vec<Seq>,
+    /// The key and seq of each entry, beside it: the frozen generation's records, moved out at
+    /// the rotation rather than gathered from ≈ 20 MiB of entries (≈ 2.6 ms of the sequencer's
+    /// time at every rotation, measured) or from the index by the writer.
+    records: Vec<(u64, Seq)>,
     seq_from: Seq,
     seq_through: Seq,
 }
@@ -334,17 +334,17 @@ impl Generation {
         let slots = (entries_max + entries_max / 3).next_power_of_two().max(2);
         buffer.clear();
         buffer.reserve(entries_max);
-        let (index, mut seqs) = match spare {
-            Some((mut t, seqs)) if t.len() == slots => {
+        let (index, mut records) = match spare {
+            Some((mut t, records)) if t.len() == slots => {
                 t.fill((0, 0));
-                (t, seqs)
+                (t, records)
             }
-            Some((_, seqs)) => (Table::zeroed(slots), seqs),
+            Some((_, records)) => (Table::zeroed(slots), records),
             None => (Table::zeroed(slots), Vec::new()),
         };
-        seqs.clear();
-        seqs.reserve(entries_max);
-        Generation { index, mask: slots - 1, entries: buffer, seqs, seq_from, seq_through: seq_from - 1 }
+        records.clear();
+        records.reserve(entries_max);
+        Generation { index, mask: slots - 1, entries: buffer, records, seq_from, seq_through: seq_from - 1 }
     }
 
     fn len(&self) -> usize {
@@ -390,7 +390,7 @@ impl Generation {
             i = (i + 1) & self.mask;
         }
         self.entries.push((key, recent));
-        self.seqs.push(recent.known.seq);
+        self.records.push((key, recent.known.seq));
         self.index[i] = (key, self.entries.len() as u32);
         self.seq_through = recent.known.seq;
     }
@@ -408,13 +408,13 @@ impl Generation {
         }
     }
 
-    /// The generation on its way to disk: its index and only the seqs (its entries are in the
+    /// The generation on its way to disk: its index and only the records (its entries are in the
     /// journal by now: a candidate is checked there), a quarter of the memory.
     fn freeze(self) -> (Frozen, Vec<(u64, Recent)>) {
         let frozen = Frozen {
             index: self.index,
             mask: self.mask,
-            seqs: self.seqs,
+            records: self.records,
             seq_from: self.seq_from,
             seq_through: self.seq_through,
         };
@@ -422,15 +422,16 @@ impl Generation {
     }
 }
 
-/// A frozen generation's index and seqs vector, kept for the next generation.
-type Spare = (Table<(u64, u32)>, Vec<Seq>);
+/// A frozen generation's index and records vector, kept for the next generation.
+type Spare = (Table<(u64, u32)>, Vec<(u64, Seq)>);
 
 /// A generation handed to the writer: searched here (candidates by key, checked against the
 /// journal like a run's) until its run is in the run set.
 struct Frozen {
     index: Table<(u64, u32)>,
     mask: usize,
-    seqs: Vec<Seq>,
+    /// `(key, seq)` of each entry, in the order recorded.
+    records: Vec<(u64, Seq)>,
     seq_from: Seq,
     seq_through: Seq,
 }
@@ -444,20 +445,15 @@ impl Frozen {
                 return;
             }
             if k == key {
-                out.push(self.seqs[at as usize - 1]);
+                out.push(self.records[at as usize - 1].1);
             }
             i = (i + 1) & self.mask;
         }
     }
 
-    /// Its `(key, seq)` records, sorted, into `out` (on the writer's thread; `scratch` is
-    /// working space kept between generations).
-    fn records_into(&self, out: &mut Vec<(u64, Seq)>, scratch: &mut Vec<(u64, Seq)>) {
-        scratch.clear();
-        scratch.extend(
-            self.index.iter().filter(|(_, at)| *at != 0).map(|&(k, at)| (k, self.seqs[at as usize - 1])),
-        );
-        sort_records(scratch, out);
+    /// Its `(key, seq)` records, sorted, into `out` (on the writer's thread).
+    fn records_into(&self, out: &mut Vec<(u64, Seq)>) {
+        sort_records(&self.records, out);
     }
 }
 
@@ -743,9 +739,9 @@ struct Writer {
 
 impl Writer {
     fn run(self, rx: Receiver<Arc<Frozen>>) -> Result<(), String> {
-        let (mut sorted, mut scratch) = (Vec::new(), Vec::new());
+        let mut sorted = Vec::new();
         while let Ok(frozen) = rx.recv() {
-            frozen.records_into(&mut sorted, &mut scratch);
+            frozen.records_into(&mut sorted);
             let range = (frozen.seq_from, frozen.seq_through, 0);
             drop(frozen);
             let records = sorted.iter().copied().map(Ok);
@@ -1046,7 +1042,7 @@ impl BmiIndex {
             let covered = self.frozen.remove(0);
             // The writer is done with it (its run is in): its index serves the next generation.
             if let Ok(f) = Arc::try_unwrap(covered) {
-                self.spare = Some((f.index, f.seqs));
+                self.spare = Some((f.index, f.records));
             }
         }
     }
@@ -1187,7 +1183,7 @@ impl BmiIndex {
         let (frozen, buffer) = previous.freeze();
         let fresh = Generation::reusing(from, self.config.recent_entries, buffer, self.spare.take());
         self.previous = std::mem::replace(&mut self.current, fresh);
-        if frozen.seqs.is_empty() {
+        if frozen.records.is_empty() {
             return Ok(());
         }
         // Sorted and written by the writer; searched here until its run is in the run set.
