@@ -360,6 +360,11 @@ fn inspect_changes_nothing() {
     let _ = fs::remove_dir_all(&torn);
 }
 
+/// Writes `bytes` at `at` into `path` (a crash's leftovers, damage, a writer in progress).
+fn write_at(path: &Path, at: u64, bytes: &[u8]) {
+    ok(ok(OpenOptions::new().write(true).open(path)).write_all_at(bytes, at));
+}
+
 /// Two sync groups written by a writer that then crashes (no close: its zeros ahead stay on
 /// disk). Returns the directory, its segment, where the frames end and the two frames' lengths.
 fn crashed_with_zeros(name: &str) -> (PathBuf, PathBuf, u64, u64, u64) {
@@ -402,9 +407,7 @@ fn zeros_ahead_left_by_a_crash_are_the_end_not_a_tear() {
 fn a_frame_torn_over_the_zeros_ahead_is_cut() {
     let (dir, seg, end, _, _) = crashed_with_zeros("zeros-torn");
     let torn = frame(10..=12);
-    let file = ok(OpenOptions::new().write(true).open(&seg));
-    ok(file.write_all_at(&torn[..torn.len() - 5], end));
-    drop(file);
+    write_at(&seg, end, &torn[..torn.len() - 5]);
     let found = ok(inspect(&dir, None));
     assert_eq!(
         (found.tail.seq_last, found.tail.truncated_bytes),
@@ -422,9 +425,7 @@ fn a_frame_torn_over_the_zeros_ahead_is_cut() {
 #[test]
 fn zeros_where_durable_frames_were_are_corruption() {
     let (dir, seg, _, a, _) = crashed_with_zeros("zeros-lost");
-    let file = ok(OpenOptions::new().write(true).open(&seg));
-    ok(file.write_all_at(&vec![0u8; a as usize], 0));
-    drop(file);
+    write_at(&seg, 0, &vec![0u8; a as usize]);
     let before = ok(fs::read(&seg));
     match Journal::open(&dir, 1 << 20) {
         Err(JournalError::Corrupt { offset, reason, seqs, .. }) => {
@@ -445,15 +446,13 @@ fn zeros_where_durable_frames_were_are_corruption() {
 fn a_tailing_reader_stops_at_a_frame_in_progress() {
     let (dir, seg, end, _, _) = crashed_with_zeros("zeros-tail");
     let next = frame(10..=12);
-    let file = ok(OpenOptions::new().write(true).open(&seg));
-    ok(file.write_all_at(&next[..next.len() - 5], end));
+    write_at(&seg, end, &next[..next.len() - 5]);
     assert_eq!(read_all(&dir, 1), (1..=9).collect::<Vec<_>>(), "the frame in progress is not read");
-    ok(file.write_all_at(&next[next.len() - 5..], end + next.len() as u64 - 5));
+    write_at(&seg, end + next.len() as u64 - 5, &next[next.len() - 5..]);
     assert_eq!(read_all(&dir, 1), (1..=12).collect::<Vec<_>>());
     // Damage is not taken for a frame in progress: a bad frame with a valid one after it.
-    ok(file.write_all_at(&frame(13..=14), end + next.len() as u64));
-    ok(file.write_all_at(&[0xff], end + 20));
-    drop(file);
+    write_at(&seg, end + next.len() as u64, &frame(13..=14));
+    write_at(&seg, end + 20, &[0xff]);
     let mut r = ok(JournalReader::open(&dir, 1));
     let mut out = Vec::new();
     let err = loop {
