@@ -408,8 +408,8 @@ impl Generation {
         }
     }
 
-    /// The generation on its way to disk: its index and only the records (its entries are in the
-    /// journal by now: a candidate is checked there), a quarter of the memory.
+    /// The generation on its way to disk: its index and only the `(key, seq)` records (its
+    /// entries are in the journal by now: a candidate is checked there), a fraction of the memory.
     fn freeze(self) -> (Frozen, Vec<(u64, Recent)>) {
         let frozen = Frozen {
             index: self.index,
@@ -459,8 +459,8 @@ impl Frozen {
 
 /// Sorts `records` into `out` by their keys' top 16 bits, then each bucket in full: keys are
 /// SipHash values under a secret key, so the buckets hold a few records each — two passes over
-/// the records instead of a comparison sort's ≈ 18 (the writer's sort was 3.8 % of the demo's
-/// CPU). Any spread of keys still sorts correctly (a crowded bucket is just a larger sort).
+/// the records instead of a comparison sort's ≈ 18 comparisons per record (the writer's sort
+/// was 3.8 % of the demo's CPU). Any spread of keys still sorts correctly (a crowded bucket is just a larger sort).
 fn sort_records(records: &[(u64, Seq)], out: &mut Vec<(u64, Seq)>) {
     const BITS: u32 = 16;
     let bucket = |key: u64| (key >> (64 - BITS)) as usize;
@@ -548,8 +548,8 @@ fn write_run(
     let mut out = BufWriter::with_capacity(256 << 10, File::create(&tmp)?);
     out.write_all(&[0u8; RUN_HEADER_BYTES as usize])?;
     let (mut crc, mut count, mut fences, mut last) = (crc32fast::Hasher::new(), 0u64, Vec::new(), None);
-    // A block at a time into the CRC and the file: 16 bytes per call cost the CRC ≈ 10× its
-    // speed (3.6 % of the demo's CPU in the writer and the merger, measured).
+    // A block at a time into the CRC and the file: fed 16 bytes per call, the CRC never reached
+    // its fast path (3.6 % of the demo's CPU in the writer and the merger, measured).
     let mut block = Vec::with_capacity(BMI_RUN_BLOCK_RECORDS * RECORD_BYTES as usize);
     for r in records {
         let (key, seq) = r?;
@@ -868,7 +868,7 @@ pub struct BmiIndex {
     /// Generations handed to the writer, newest last, until its run set covers them: searched
     /// like the recent ones meanwhile.
     frozen: Vec<Arc<Frozen>>,
-    /// A covered frozen generation's index and seqs, for the next generation (allocating fresh
+    /// A covered frozen generation's index and records, for the next generation (allocating fresh
     /// ones at every rotation left the freed ones lingering in the allocator: peak RSS).
     spare: Option<Spare>,
     runs: Arc<RunSet>,
@@ -1040,7 +1040,7 @@ impl BmiIndex {
         let through = self.runs.seq_through;
         while self.frozen.first().is_some_and(|f| f.seq_through <= through) {
             let covered = self.frozen.remove(0);
-            // The writer is done with it (its run is in): its index serves the next generation.
+            // The writer is done with it (its run is in): its index and records serve the next generation.
             if let Ok(f) = Arc::try_unwrap(covered) {
                 self.spare = Some((f.index, f.records));
             }
