@@ -114,6 +114,48 @@ async fn the_acks_published_mark_only_moves_forward() {
     }
 }
 
+/// A final range recorded again from the same first seq with a longer end (a restarted center
+/// re-deriving finality along the same batch boundaries) keeps the longer end; a shorter one
+/// never shortens it; a commit naming one first seq twice is recorded without error.
+#[tokio::test]
+async fn a_final_range_recorded_again_from_the_same_seq_keeps_the_longer_end() {
+    let pool = fresh("rtgs_test_finality_ranges", Schema::Center).await;
+    let store = CenterStore::new(pool.clone());
+    let commit = |ranges: Vec<(u64, u64)>| Commit {
+        applied: Vec::new(),
+        entries: Vec::new(),
+        changed: ChangedRows::default(),
+        lines: Vec::new(),
+        funded: Vec::new(),
+        plugins_changed: false,
+        journal_next: None,
+        progress: Progress { final_ranges: ranges, seq_unfinal_first: 1, ack_next: 0, seq_notice_from: 1 },
+    };
+    let client = pool.get().await.unwrap_or_else(|e| panic!("{e}"));
+    let recorded = |seq: i64| {
+        let client = &client;
+        async move {
+            let row = client
+                .query_one(
+                    "SELECT count(*) FROM finality WHERE $1::bigint BETWEEN seq_first AND seq_last",
+                    &[&seq],
+                )
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            row.get::<_, i64>(0) > 0
+        }
+    };
+    for ranges in [vec![(10, 20)], vec![(10, 30), (40, 50)], vec![(10, 15)], vec![(40, 45), (40, 48)]] {
+        store.commit_noting(&commit(ranges), PluginSave::None, None).await.unwrap_or_else(|e| panic!("{e}"));
+    }
+    for seq in [10, 20, 21, 30, 40, 50] {
+        assert!(recorded(seq).await, "seq {seq} is recorded final");
+    }
+    for seq in [9, 31, 39, 51] {
+        assert!(!recorded(seq).await, "seq {seq} was never final");
+    }
+}
+
 #[tokio::test]
 async fn sequencer_is_durable_before_publish_and_fenced_by_epoch() {
     let store = SequencerStore::new(fresh("rtgs_test_sequencer", Schema::Sequencer).await);
