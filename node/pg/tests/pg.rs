@@ -83,6 +83,20 @@ async fn migrations_apply_once() {
     );
 }
 
+/// A commit of finality progress alone: no entries, these final ranges.
+fn progress_commit(final_ranges: Vec<(u64, u64)>) -> Commit {
+    Commit {
+        applied: Vec::new(),
+        entries: Vec::new(),
+        changed: ChangedRows::default(),
+        lines: Vec::new(),
+        funded: Vec::new(),
+        plugins_changed: false,
+        journal_next: None,
+        progress: Progress { final_ranges, seq_unfinal_first: 1, ack_next: 0, seq_notice_from: 1 },
+    }
+}
+
 /// How far the broker confirmed a center's own acks: 0 on a fresh database, moved by the
 /// commits that note it, never backwards, kept by those that do not.
 #[tokio::test]
@@ -93,21 +107,7 @@ async fn the_acks_published_mark_only_moves_forward() {
         async move { s.load().await.unwrap_or_else(|e| panic!("{e}")).acks_published_through }
     };
     assert_eq!(mark(&store).await, Some(0), "a fresh center published nothing");
-    let progress_only = Commit {
-        applied: Vec::new(),
-        entries: Vec::new(),
-        changed: ChangedRows::default(),
-        lines: Vec::new(),
-        funded: Vec::new(),
-        plugins_changed: false,
-        journal_next: None,
-        progress: Progress {
-            final_ranges: Vec::new(),
-            seq_unfinal_first: 1,
-            ack_next: 0,
-            seq_notice_from: 1,
-        },
-    };
+    let progress_only = progress_commit(Vec::new());
     for (noted, want) in [(Some(5), 5), (Some(3), 5), (None, 5), (Some(9), 9)] {
         store.commit_noting(&progress_only, PluginSave::None, noted).await.unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(mark(&store).await, Some(want), "after noting {noted:?}");
@@ -121,16 +121,6 @@ async fn the_acks_published_mark_only_moves_forward() {
 async fn a_final_range_recorded_again_from_the_same_seq_keeps_the_longer_end() {
     let pool = fresh("rtgs_test_finality_ranges", Schema::Center).await;
     let store = CenterStore::new(pool.clone());
-    let commit = |ranges: Vec<(u64, u64)>| Commit {
-        applied: Vec::new(),
-        entries: Vec::new(),
-        changed: ChangedRows::default(),
-        lines: Vec::new(),
-        funded: Vec::new(),
-        plugins_changed: false,
-        journal_next: None,
-        progress: Progress { final_ranges: ranges, seq_unfinal_first: 1, ack_next: 0, seq_notice_from: 1 },
-    };
     let client = pool.get().await.unwrap_or_else(|e| panic!("{e}"));
     let recorded = |seq: i64| {
         let client = &client;
@@ -146,7 +136,10 @@ async fn a_final_range_recorded_again_from_the_same_seq_keeps_the_longer_end() {
         }
     };
     for ranges in [vec![(10, 20)], vec![(10, 30), (40, 50)], vec![(10, 15)], vec![(40, 45), (40, 48)]] {
-        store.commit_noting(&commit(ranges), PluginSave::None, None).await.unwrap_or_else(|e| panic!("{e}"));
+        store
+            .commit_noting(&progress_commit(ranges), PluginSave::None, None)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
     }
     for seq in [10, 20, 21, 30, 40, 50] {
         assert!(recorded(seq).await, "seq {seq} is recorded final");
