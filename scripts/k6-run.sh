@@ -14,6 +14,10 @@
 #                (cluster: each node's /metrics after the run beside it, <summary>-dcN.prom)
 #   RTGS_BIN     the rtgs binary                    (default: builds target/release/rtgs)
 #   RATE, DURATION, BASE, PEAK, ITERATIONS, VUS     passed to the scripts (see each script)
+#   FRESH_BROKER cluster: 1 = a broker of this run's own (tansu on BENCH_BROKER_PORT, default 9093,
+#                  its file in the run's directory, stopped at the end) instead of the shared one
+#                  on 9092, whose file grows with every run's topics (730 MB after an hour of
+#                  runs here; latency figures drift with it). Use it for figures.
 #   HTTP_LOAD    run `rtgs http-load $HTTP_LOAD --addr <the API>` instead of k6 (the script
 #                argument is then only a name), its JSON report as the summary: the native
 #                generator leaves the server more of a small machine, e.g.
@@ -51,7 +55,19 @@ run_load() {
   BASE_URL="http://$ADDR" k6 run --quiet "$SCRIPT" "$@"
 }
 if [ "$TARGET" = cluster ]; then
-  scripts/infra-up.sh all >&2
+  BROKER_PORT=""
+  if [ "${FRESH_BROKER:-}" = 1 ]; then
+    BROKER_PORT=${BENCH_BROKER_PORT:-9093}
+    if (exec 3<>"/dev/tcp/127.0.0.1/$BROKER_PORT") 2>/dev/null; then
+      echo "k6-run: port $BROKER_PORT is taken; set BENCH_BROKER_PORT to a free port" >&2; exit 1
+    fi
+    scripts/infra-up.sh postgres >&2
+    mkdir -p "$DIR/broker"
+    RTGS_INFRA_DIR=$DIR/broker RTGS_BROKER_PORT=$BROKER_PORT scripts/infra-up.sh broker >&2
+    export RTGS_BOOTSTRAP=127.0.0.1:$BROKER_PORT
+  else
+    scripts/infra-up.sh all >&2
+  fi
   export PGHOST=${PGHOST:-127.0.0.1} PGPORT=${PGPORT:-5432} PGUSER=${PGUSER:-postgres} PGPASSWORD=${PGPASSWORD:-postgres}
   P=k6_$(date +%s)
   PIDS=()
@@ -61,6 +77,9 @@ if [ "$TARGET" = cluster ]; then
     for db in "${P}_seq" "${P}_dc1" "${P}_dc2" "${P}_dc3"; do
       psql -X -qAt -d postgres -c "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1 || true
     done
+    if [ -n "$BROKER_PORT" ]; then
+      RTGS_INFRA_DIR=$DIR/broker RTGS_BROKER_PORT=$BROKER_PORT scripts/infra-down.sh broker 2>/dev/null || true
+    fi
     rm -rf "$DIR"
   }
   trap cleanup EXIT

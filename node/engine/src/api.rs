@@ -316,10 +316,12 @@ async fn submit_task(
     let mut store: Option<std::pin::Pin<Box<dyn std::future::Future<Output = std::time::Duration> + Send>>> =
         None;
     let mut pacer = PushPacer::new(std::time::Instant::now());
-    let send = |body: Vec<u8>| {
-        if let (Some(push), Some(notice)) = (&push, crate::push::inbound_notice(&body)) {
-            // Full: the topic brings them (only later).
-            let _ = push.try_send((rtgs_pg::sequencer_store::INBOUND_CHANNEL, notice));
+    let send = |bodies: Vec<Vec<u8>>| {
+        for body in bodies {
+            if let (Some(push), Some(notice)) = (&push, crate::push::inbound_notice(&body)) {
+                // Full: the topic brings them (only later).
+                let _ = push.try_send((rtgs_pg::sequencer_store::INBOUND_CHANNEL, notice));
+            }
         }
     };
     loop {
@@ -331,8 +333,8 @@ async fn submit_task(
                 store = None;
             }
             () = tokio::time::sleep_until(push_due.unwrap_or_else(tokio::time::Instant::now)), if push_due.is_some() => {
-                if let Some(body) = pacer.take(std::time::Instant::now()) {
-                    send(body);
+                if let Some(bodies) = pacer.take(std::time::Instant::now()) {
+                    send(bodies);
                 }
             }
             got = rx.recv(), if pending.len() < SUBMIT_PENDING_MAX => {
@@ -346,8 +348,8 @@ async fn submit_task(
                 if push.is_some() {
                     let now = std::time::Instant::now();
                     pacer.add(&commands);
-                    if let Some(body) = pacer.due().filter(|due| *due <= now).and_then(|_| pacer.take(now)) {
-                        send(body);
+                    if let Some(bodies) = pacer.due().filter(|due| *due <= now).and_then(|_| pacer.take(now)) {
+                        send(bodies);
                     }
                 }
                 pending.append(&mut commands);
@@ -371,14 +373,15 @@ async fn submit_task(
 /// [`PUSH_INBOUND_INTERVAL`] — at once if the last is older — with everything submitted since:
 /// each push starts a round of the leader, and a round costs PostgreSQL and the broker more than
 /// its commands (one push per request at 2,000/s doubled the leader's rounds and made every hop
-/// slower: bench/README.md). A window whose submissions outgrow one notice pushes nothing: a
-/// load that submits that much is not waiting for the broker's hop, and its large rounds go by
+/// slower: bench/README.md). A window whose submissions outgrow
+/// [`PUSH_INBOUND_NOTICES_MAX`](crate::limits::PUSH_INBOUND_NOTICES_MAX) notices pushes nothing:
+/// a load that submits that much is not waiting for the broker's hop, and its large rounds go by
 /// the broker alone.
 struct PushPacer {
     held: Vec<Command>,
     /// Frame bytes of `held` (`frames::command_bytes`).
     bytes: usize,
-    /// This window outgrew one notice: nothing more is held until the next window.
+    /// This window outgrew its notices: nothing more is held until the next window.
     overflowed: bool,
     last_push: std::time::Instant,
 }
@@ -392,7 +395,9 @@ impl PushPacer {
         if self.overflowed {
             return;
         }
-        let room = crate::limits::PUSH_INBOUND_BYTES_MAX.saturating_sub(self.bytes);
+        use crate::limits::{FRAME_OVERHEAD_BYTES, PUSH_INBOUND_BYTES_MAX, PUSH_INBOUND_NOTICES_MAX};
+        let budget = PUSH_INBOUND_NOTICES_MAX * (PUSH_INBOUND_BYTES_MAX - FRAME_OVERHEAD_BYTES);
+        let room = budget.saturating_sub(self.bytes);
         match crate::frames::bytes_within(commands, room, crate::frames::command_bytes) {
             Some(bytes) => {
                 self.held.extend_from_slice(commands);
@@ -411,14 +416,14 @@ impl PushPacer {
         (!self.held.is_empty() || self.overflowed).then(|| self.last_push + PUSH_INBOUND_INTERVAL)
     }
 
-    /// Ends the window: the inbound message to push (`None` when nothing is held, or it does not
-    /// fit one notice after all).
-    fn take(&mut self, now: std::time::Instant) -> Option<Vec<u8>> {
+    /// Ends the window: the inbound messages to push (`None` when nothing is held, or they do not
+    /// fit the notices after all).
+    fn take(&mut self, now: std::time::Instant) -> Option<Vec<Vec<u8>>> {
         self.due()?;
         self.last_push = now;
         self.overflowed = false;
         self.bytes = 0;
-        let body = (!self.held.is_empty()).then(|| crate::broker::pushable_message(&self.held)).flatten();
+        let body = (!self.held.is_empty()).then(|| crate::broker::pushable_messages(&self.held)).flatten();
         self.held.clear();
         body
     }
@@ -525,9 +530,12 @@ mod tests {
             .collect()
     }
 
-    fn decoded(body: &[u8]) -> Vec<Command> {
+    fn decoded(bodies: &[Vec<u8>]) -> Vec<Command> {
         let mut out = Vec::new();
-        codec::decode_commands_frames(body, &mut out).unwrap();
+        for body in bodies {
+            assert!(body.len() <= crate::limits::PUSH_INBOUND_BYTES_MAX, "{} bytes", body.len());
+            codec::decode_commands_frames(body, &mut out).unwrap();
+        }
         out
     }
 
@@ -564,5 +572,27 @@ mod tests {
         p.add(&next);
         assert_eq!(p.due(), Some(t0 + PUSH_INBOUND_INTERVAL), "the next window pushes again");
         assert_eq!(decoded(&p.take(t0 + PUSH_INBOUND_INTERVAL).expect("fits")), next);
+    }
+
+    #[test]
+    fn a_burst_beyond_one_notice_is_pushed_in_several_up_to_their_bound() {
+        let t0 = Instant::now() + Duration::from_secs(1);
+        let mut p = PushPacer::new(t0);
+        // ≈ 13 KB of commands: more than one notice holds, within the window's notices.
+        let burst = commands("burst", 300);
+        p.add(&burst);
+        let bodies = p.take(t0).expect("within the notices");
+        assert!(
+            bodies.len() > 1 && bodies.len() <= crate::limits::PUSH_INBOUND_NOTICES_MAX,
+            "{}",
+            bodies.len()
+        );
+        assert_eq!(decoded(&bodies), burst, "every command once, in order");
+        // Beyond what the notices hold (each of these commands is more than 30 bytes): nothing.
+        use crate::limits::{PUSH_INBOUND_BYTES_MAX, PUSH_INBOUND_NOTICES_MAX};
+        let beyond = commands("beyond", PUSH_INBOUND_NOTICES_MAX * PUSH_INBOUND_BYTES_MAX / 30);
+        p.add(&beyond);
+        assert!(p.take(t0 + PUSH_INBOUND_INTERVAL).is_none());
+        assert!(crate::broker::pushable_messages(&beyond).is_none());
     }
 }

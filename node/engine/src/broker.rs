@@ -165,13 +165,26 @@ pub fn inbound_messages(commands: &[Command]) -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// All of `commands` as one inbound message, if that is small enough to push (`crate::push`);
-/// `None` otherwise — a load that drains more at a time is not waiting for the broker's hop.
-pub fn pushable_message(commands: &[Command]) -> Option<Vec<u8>> {
-    frames::bytes_within(commands, crate::limits::PUSH_INBOUND_BYTES_MAX, frames::command_bytes)?;
-    let mut body = Vec::new();
-    codec::encode_commands_frame(commands, &mut body);
-    (body.len() <= crate::limits::PUSH_INBOUND_BYTES_MAX).then_some(body)
+/// `commands` as at most [`PUSH_INBOUND_NOTICES_MAX`](crate::limits::PUSH_INBOUND_NOTICES_MAX)
+/// inbound messages of at most [`PUSH_INBOUND_BYTES_MAX`](crate::limits::PUSH_INBOUND_BYTES_MAX)
+/// bytes each, in order, if they fit (`crate::push`); `None` otherwise — a load that drains more
+/// at a time is not waiting for the broker's hop.
+pub fn pushable_messages(commands: &[Command]) -> Option<Vec<Vec<u8>>> {
+    use crate::limits::{FRAME_OVERHEAD_BYTES, PUSH_INBOUND_BYTES_MAX, PUSH_INBOUND_NOTICES_MAX};
+    let budget = PUSH_INBOUND_NOTICES_MAX * (PUSH_INBOUND_BYTES_MAX - FRAME_OVERHEAD_BYTES);
+    frames::bytes_within(commands, budget, frames::command_bytes)?;
+    let ranges = frames::cut_within(commands, usize::MAX, PUSH_INBOUND_BYTES_MAX, frames::command_bytes);
+    if ranges.len() > PUSH_INBOUND_NOTICES_MAX {
+        return None;
+    }
+    ranges
+        .into_iter()
+        .map(|range| {
+            let mut body = Vec::new();
+            codec::encode_commands_frame(&commands[range], &mut body);
+            (body.len() <= PUSH_INBOUND_BYTES_MAX).then_some(body)
+        })
+        .collect()
 }
 
 /// Publishes commands to the inbound topic (keyed by their origin), in frames the broker takes,

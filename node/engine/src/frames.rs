@@ -45,12 +45,23 @@ pub fn bytes_within<T>(items: &[T], max: usize, bytes: impl Fn(&T) -> usize) -> 
 /// stays within [`PAYLOAD_BYTES_MAX`]. An item never exceeds that alone (`limits` asserts it for
 /// the largest entry and command), so every range holds at least one.
 pub fn cut<T>(items: &[T], count_max: usize, bytes: impl Fn(&T) -> usize) -> Vec<Range<usize>> {
+    cut_within(items, count_max, PAYLOAD_BYTES_MAX, bytes)
+}
+
+/// [`cut`] with frames of at most `frame_max` bytes (overhead included). An item larger than
+/// that alone still gets a range of its own: the caller checks what it encodes.
+pub fn cut_within<T>(
+    items: &[T],
+    count_max: usize,
+    frame_max: usize,
+    bytes: impl Fn(&T) -> usize,
+) -> Vec<Range<usize>> {
     let mut ranges = Vec::new();
     let mut start = 0;
     let mut size = FRAME_OVERHEAD_BYTES;
     for (i, item) in items.iter().enumerate() {
         let b = bytes(item);
-        if i > start && (i - start == count_max || size + b > PAYLOAD_BYTES_MAX) {
+        if i > start && (i - start == count_max || size + b > frame_max) {
             ranges.push(start..i);
             start = i;
             size = FRAME_OVERHEAD_BYTES;

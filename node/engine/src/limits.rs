@@ -240,8 +240,14 @@ pub const PUSH_OUT_QUEUE: usize = 256;
 /// Notices sent in one statement (one round trip), at most: what queued up meanwhile.
 pub const PUSH_NOTICES_PER_STATEMENT: usize = 64;
 /// Inbound messages up to this size are pushed (base64 within PostgreSQL's 8,000-byte
-/// payload); larger ones go through the broker alone.
+/// payload).
 pub const PUSH_INBOUND_BYTES_MAX: usize = 5_800;
+/// An API's push is at most this many such messages (≈ 900 single transfers; a window that
+/// drains more goes through the broker alone). One message was too few: a closed-loop load of
+/// single transfers drains in bursts (a final batch answers many requests at once, and their
+/// next requests come together), and at 7,000/s 90 % of the windows overflowed one message, so
+/// most payments waited for the broker's hops (bench/README.md "Pushes of several notices").
+pub const PUSH_INBOUND_NOTICES_MAX: usize = 8;
 /// An API pushes what was submitted at most this often (what comes meanwhile waits for the
 /// next push, `crate::api::PushPacer`). Measured at 2,000/s (bench/README.md "Commands pushed
 /// before the broker stores them"): 4 and 5 ms made more rounds than the two cores could serve

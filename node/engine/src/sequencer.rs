@@ -880,11 +880,12 @@ mod pushed_tests {
     }
 
     #[test]
-    fn what_an_api_pushes_is_its_whole_round_in_one_notice_or_nothing() {
+    fn what_an_api_pushes_is_its_whole_round_in_notices_or_nothing() {
         use base64::Engine;
         let small: Vec<Command> = (0..20).map(|k| command(&format!("s{k}"), 5)).collect();
-        let body = crate::broker::pushable_message(&small).expect("small enough");
-        let notice = crate::push::inbound_notice(&body).expect("small enough");
+        let bodies = crate::broker::pushable_messages(&small).expect("small enough");
+        assert_eq!(bodies.len(), 1, "a small round is one notice");
+        let notice = crate::push::inbound_notice(&bodies[0]).expect("small enough");
         assert!(notice.len() < 8_000, "PostgreSQL refuses payloads of 8,000 bytes or more");
         let mut back = Vec::new();
         codec::decode_commands_frames(
@@ -895,7 +896,7 @@ mod pushed_tests {
         assert_eq!(back, small);
         let large: Vec<Command> = (0..2_000).map(|k| command(&format!("large-{k}"), 5)).collect();
         assert_eq!(
-            crate::broker::pushable_message(&large),
+            crate::broker::pushable_messages(&large),
             None,
             "a full-load round goes by the broker alone"
         );
