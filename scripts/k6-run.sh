@@ -7,17 +7,17 @@
 #   RTGS_TARGET  serve (default): `rtgs serve`, the embedded 3-center cluster behind the API, on a
 #                  free loopback port with a fresh data directory;
 #                cluster: the production engine — three `rtgs node` processes (scripts/node.sh)
-#                  on the broker and PostgreSQL (scripts/infra-up.sh, started if needed), fresh
+#                  on a fresh broker (FRESH_BROKER) and PostgreSQL (scripts/infra-up.sh), fresh
 #                  databases and topics (prefix k6_<time>), the API on DC1 (`--api-config`),
 #                  accounts 1..10 opened and funded by `rtgs load`; databases dropped at the end.
 #   K6_SUMMARY   where k6 writes its JSON summary   (default: target/k6/<script>[-cluster].json)
 #                (cluster: each node's /metrics after the run beside it, <summary>-dcN.prom)
 #   RTGS_BIN     the rtgs binary                    (default: builds target/release/rtgs)
 #   RATE, DURATION, BASE, PEAK, ITERATIONS, VUS     passed to the scripts (see each script)
-#   FRESH_BROKER cluster: 1 = a broker of this run's own (tansu on BENCH_BROKER_PORT, default 9093,
-#                  its file in the run's directory, stopped at the end) instead of the shared one
-#                  on 9092, whose file grows with every run's topics (730 MB after an hour of
-#                  runs here; latency figures drift with it). Use it for figures.
+#   FRESH_BROKER cluster: 1 (default) = a broker of this run's own (tansu on BENCH_BROKER_PORT,
+#                  default 9093, its file in the run's directory, stopped at the end); 0 = the
+#                  shared one on 9092 (scripts/infra-up.sh), whose file keeps every run's topics
+#                  (730 MB after an hour of runs here; latency figures drifted with it).
 #   HTTP_LOAD    run `rtgs http-load $HTTP_LOAD --addr <the API>` instead of k6 (the script
 #                argument is then only a name), its JSON report as the summary: the native
 #                generator leaves the server more of a small machine, e.g.
@@ -56,7 +56,7 @@ run_load() {
 }
 if [ "$TARGET" = cluster ]; then
   BROKER_PORT=""
-  if [ "${FRESH_BROKER:-}" = 1 ]; then
+  if [ "${FRESH_BROKER:-1}" = 1 ]; then
     BROKER_PORT=${BENCH_BROKER_PORT:-9093}
     if (exec 3<>"/dev/tcp/127.0.0.1/$BROKER_PORT") 2>/dev/null; then
       echo "k6-run: port $BROKER_PORT is taken; set BENCH_BROKER_PORT to a free port" >&2; exit 1
