@@ -245,8 +245,8 @@ pub const PUSH_INBOUND_BYTES_MAX: usize = 5_800;
 /// An API's push is at most this many such messages (≈ 900 single transfers; a window that
 /// drains more goes through the broker alone). One message was too few: a closed-loop load of
 /// single transfers drains in bursts (a final batch answers many requests at once, and their
-/// next requests come together), and at 7,000/s 90 % of the windows overflowed one message, so
-/// most payments waited for the broker's hops (bench/README.md "Pushes of several notices").
+/// next requests come together), and at 7,000/s 90 % of the commands came in windows that
+/// overflowed one message, so most payments waited for the broker's hops (bench/README.md "Pushes of several notices").
 pub const PUSH_INBOUND_NOTICES_MAX: usize = 8;
 /// An API pushes what was submitted at most this often (what comes meanwhile waits for the
 /// next push, `crate::api::PushPacer`). Measured at 2,000/s (bench/README.md "Commands pushed
