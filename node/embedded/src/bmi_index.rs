@@ -460,7 +460,8 @@ impl Frozen {
 /// Sorts `records` into `out` by their keys' top 16 bits, then each bucket in full: keys are
 /// SipHash values under a secret key, so the buckets hold a few records each — two passes over
 /// the records instead of a comparison sort's ≈ 18 comparisons per record (the writer's sort
-/// was 3.8 % of the demo's CPU). Any spread of keys still sorts correctly (a crowded bucket is just a larger sort).
+/// was 3.8 % of the demo's CPU). Any spread of keys still sorts correctly (a crowded bucket is
+/// just a larger sort).
 fn sort_records(records: &[(u64, Seq)], out: &mut Vec<(u64, Seq)>) {
     const BITS: u32 = 16;
     let bucket = |key: u64| (key >> (64 - BITS)) as usize;
@@ -1040,7 +1041,8 @@ impl BmiIndex {
         let through = self.runs.seq_through;
         while self.frozen.first().is_some_and(|f| f.seq_through <= through) {
             let covered = self.frozen.remove(0);
-            // The writer is done with it (its run is in): its index and records serve the next generation.
+            // The writer is done with it (its run is in): its index and records serve the next
+            // generation.
             if let Ok(f) = Arc::try_unwrap(covered) {
                 self.spare = Some((f.index, f.records));
             }

@@ -395,9 +395,7 @@ impl PushPacer {
         if self.overflowed {
             return;
         }
-        use crate::limits::{FRAME_OVERHEAD_BYTES, PUSH_INBOUND_BYTES_MAX, PUSH_INBOUND_NOTICES_MAX};
-        let budget = PUSH_INBOUND_NOTICES_MAX * (PUSH_INBOUND_BYTES_MAX - FRAME_OVERHEAD_BYTES);
-        let room = budget.saturating_sub(self.bytes);
+        let room = crate::limits::PUSH_INBOUND_COMMAND_BYTES_MAX.saturating_sub(self.bytes);
         match crate::frames::bytes_within(commands, room, crate::frames::command_bytes) {
             Some(bytes) => {
                 self.held.extend_from_slice(commands);
@@ -423,9 +421,9 @@ impl PushPacer {
         self.last_push = now;
         self.overflowed = false;
         self.bytes = 0;
-        let body = (!self.held.is_empty()).then(|| crate::broker::pushable_messages(&self.held)).flatten();
+        let bodies = (!self.held.is_empty()).then(|| crate::broker::pushable_messages(&self.held)).flatten();
         self.held.clear();
-        body
+        bodies
     }
 }
 

@@ -170,9 +170,8 @@ pub fn inbound_messages(commands: &[Command]) -> Vec<Vec<u8>> {
 /// bytes each, in order, if they fit (`crate::push`); `None` otherwise — a load that drains more
 /// at a time is not waiting for the broker's hop.
 pub fn pushable_messages(commands: &[Command]) -> Option<Vec<Vec<u8>>> {
-    use crate::limits::{FRAME_OVERHEAD_BYTES, PUSH_INBOUND_BYTES_MAX, PUSH_INBOUND_NOTICES_MAX};
-    let budget = PUSH_INBOUND_NOTICES_MAX * (PUSH_INBOUND_BYTES_MAX - FRAME_OVERHEAD_BYTES);
-    frames::bytes_within(commands, budget, frames::command_bytes)?;
+    use crate::limits::{PUSH_INBOUND_BYTES_MAX, PUSH_INBOUND_COMMAND_BYTES_MAX, PUSH_INBOUND_NOTICES_MAX};
+    frames::bytes_within(commands, PUSH_INBOUND_COMMAND_BYTES_MAX, frames::command_bytes)?;
     let ranges = frames::cut_within(commands, usize::MAX, PUSH_INBOUND_BYTES_MAX, frames::command_bytes);
     if ranges.len() > PUSH_INBOUND_NOTICES_MAX {
         return None;

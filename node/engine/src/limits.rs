@@ -248,6 +248,10 @@ pub const PUSH_INBOUND_BYTES_MAX: usize = 5_800;
 /// next requests come together), and at 7,000/s 90 % of the commands came in windows that
 /// overflowed one message, so most payments waited for the broker's hops (bench/README.md "Pushes of several notices").
 pub const PUSH_INBOUND_NOTICES_MAX: usize = 8;
+/// The commands' bytes (`frames::command_bytes`) one push holds at most: its notices' frames
+/// without their overhead.
+pub const PUSH_INBOUND_COMMAND_BYTES_MAX: usize =
+    PUSH_INBOUND_NOTICES_MAX * (PUSH_INBOUND_BYTES_MAX - FRAME_OVERHEAD_BYTES);
 /// An API pushes what was submitted at most this often (what comes meanwhile waits for the
 /// next push, `crate::api::PushPacer`). Measured at 2,000/s (bench/README.md "Commands pushed
 /// before the broker stores them"): 4 and 5 ms made more rounds than the two cores could serve
