@@ -28,10 +28,10 @@
 //! Accounts listed in the config are not set up here (the production cluster's accounts are
 //! opened through the operator endpoints or `rtgs load`); they are reported and ignored.
 
-use crate::broker::{publish, recv_batch, Broker};
+use crate::broker::{recv_batch, Broker};
 use crate::error::EngineError;
 use crate::limits::{
-    API_EVENT_QUEUE, API_HISTORY_READ_TIMEOUT, BROKER_CALL_TIMEOUT, COMMANDS_PER_MESSAGE,
+    API_EVENT_QUEUE, API_HISTORY_READ_TIMEOUT, BACKSTOP_PACE, BROKER_CALL_TIMEOUT, COMMANDS_PER_MESSAGE,
     LOCAL_NOTICES_REMEMBERED, NOTICE_FETCH_WAIT, NOTICE_RECV_BYTES_MAX, NOTICE_WAIT, PUSH_INBOUND_INTERVAL,
     SUBMIT_PENDING_MAX, SUBMIT_QUEUE_BATCHES,
 };
@@ -123,9 +123,11 @@ impl LocalNotices {
         (Arc::new(LocalNotices { events, delivered: Default::default() }), rx)
     }
 
-    /// Hands `notices` to the API if its queue has room (never waits: the center task must not).
-    pub fn deliver(&self, notices: &[Notice]) {
-        if self.events.try_send(ClientEvent::Final(notices.to_vec())).is_ok() {
+    /// Hands `notices` to the API if its queue has room (never waits: the center task must not);
+    /// whether they were (if not, the notify topic brings them).
+    pub fn deliver(&self, notices: &[Notice]) -> bool {
+        let handed = self.events.try_send(ClientEvent::Final(notices.to_vec())).is_ok();
+        if handed {
             let mut w = self.delivered.lock().unwrap_or_else(|e| e.into_inner());
             for n in notices {
                 if w.seqs.insert(n.seq) {
@@ -138,6 +140,7 @@ impl LocalNotices {
                 }
             }
         }
+        handed
     }
 
     /// Whether the notice of `seq` was handed over in-process (the topic's copy is dropped).
@@ -297,8 +300,10 @@ pub async fn start(i: ApiInputs) -> Result<Vec<Task>, EngineError> {
 /// drained to the leader — before the broker stored it, paced by a [`PushPacer`]: the leader
 /// sequences those commands at once and drops the topic's copies of them silently
 /// (`crate::push`, `crate::sequencer`). The broker stores one round at a time, of everything
-/// drained meanwhile (≈ 8 ms a round at 2,000/s here: it makes the rounds large, so the broker
-/// serves few requests); a pushed command never waits for that store to be seen by the leader.
+/// drained meanwhile (it makes the rounds large, so the broker serves few requests); with the
+/// push path on, a round of pushed commands only starts at most every [`BACKSTOP_PACE`] (the
+/// broker's copy is then the record and the backstop), one holding a command that was not pushed
+/// at once. A pushed command never waits for that store to be seen by the leader.
 async fn submit_task(
     name: String,
     center: CenterId,
@@ -316,13 +321,20 @@ async fn submit_task(
     let mut store: Option<std::pin::Pin<Box<dyn std::future::Future<Output = std::time::Duration> + Send>>> =
         None;
     let mut pacer = PushPacer::new(std::time::Instant::now());
+    // With the push path on, a round of only pushed submissions starts at most every
+    // BACKSTOP_PACE (the broker's copy is the record and the backstop); one with a submission
+    // that was not pushed starts at once.
+    let mut last_store = tokio::time::Instant::now() - BACKSTOP_PACE;
+    let mut unpushed = push.is_none();
+    // Whether every message was pushed (a full queue: the topic brings them, only later).
     let send = |bodies: Vec<Vec<u8>>| {
+        let mut all = true;
         for body in bodies {
             if let (Some(push), Some(notice)) = (&push, crate::push::inbound_notice(&body)) {
-                // Full: the topic brings them (only later).
-                let _ = push.try_send((rtgs_pg::sequencer_store::INBOUND_CHANNEL, notice));
+                all &= push.try_send((rtgs_pg::sequencer_store::INBOUND_CHANNEL, notice)).is_ok();
             }
         }
+        all
     };
     loop {
         let push_due = pacer.due().map(tokio::time::Instant::from_std);
@@ -334,9 +346,10 @@ async fn submit_task(
             }
             () = tokio::time::sleep_until(push_due.unwrap_or_else(tokio::time::Instant::now)), if push_due.is_some() => {
                 if let Some(bodies) = pacer.take(std::time::Instant::now()) {
-                    send(bodies);
+                    unpushed |= !send(bodies);
                 }
             }
+            () = tokio::time::sleep_until(last_store + BACKSTOP_PACE), if store.is_none() && !pending.is_empty() => {}
             got = rx.recv(), if pending.len() < SUBMIT_PENDING_MAX => {
                 let Some(mut commands) = got else { return Err(EngineError::TaskGone("API")) };
                 while commands.len() < COMMANDS_PER_MESSAGE {
@@ -349,20 +362,22 @@ async fn submit_task(
                     let now = std::time::Instant::now();
                     pacer.add(&commands);
                     if let Some(bodies) = pacer.due().filter(|due| *due <= now).and_then(|_| pacer.take(now)) {
-                        send(bodies);
+                        unpushed |= !send(bodies);
                     }
                 }
                 pending.append(&mut commands);
             }
         }
-        if store.is_none() && !pending.is_empty() {
+        unpushed |= pacer.take_unpushed();
+        let now = tokio::time::Instant::now();
+        if store.is_none() && !pending.is_empty() && (unpushed || now >= last_store + BACKSTOP_PACE) {
+            last_store = now;
+            unpushed = push.is_none();
             let round = std::mem::take(&mut pending);
             let (producer, topic, who) = (producer.clone(), topic.clone(), who.clone());
             store = Some(Box::pin(async move {
                 let started = std::time::Instant::now();
-                for body in crate::broker::inbound_messages(&round) {
-                    publish(&producer, &topic, Some(&[center.0]), &body, &who).await;
-                }
+                crate::broker::submit(&producer, &topic, center, &round, &who).await;
                 started.elapsed()
             }));
         }
@@ -383,12 +398,21 @@ struct PushPacer {
     bytes: usize,
     /// This window outgrew its notices: nothing more is held until the next window.
     overflowed: bool,
+    /// Some submission was not pushed since [`PushPacer::take_unpushed`] last asked (a window
+    /// outgrew its notices, or its messages did not fit them after all).
+    unpushed: bool,
     last_push: std::time::Instant,
 }
 
 impl PushPacer {
     fn new(now: std::time::Instant) -> Self {
-        PushPacer { held: Vec::new(), bytes: 0, overflowed: false, last_push: now - PUSH_INBOUND_INTERVAL }
+        PushPacer {
+            held: Vec::new(),
+            bytes: 0,
+            overflowed: false,
+            unpushed: false,
+            last_push: now - PUSH_INBOUND_INTERVAL,
+        }
     }
 
     fn add(&mut self, commands: &[Command]) {
@@ -405,6 +429,7 @@ impl PushPacer {
                 self.held.clear();
                 self.bytes = 0;
                 self.overflowed = true;
+                self.unpushed = true;
             }
         }
     }
@@ -422,8 +447,15 @@ impl PushPacer {
         self.overflowed = false;
         self.bytes = 0;
         let bodies = (!self.held.is_empty()).then(|| crate::broker::pushable_messages(&self.held)).flatten();
+        self.unpushed |= bodies.is_none() && !self.held.is_empty();
         self.held.clear();
         bodies
+    }
+
+    /// Whether some submission was not pushed since the last call (its store must not wait for
+    /// the pace, [`BACKSTOP_PACE`]); clears it.
+    fn take_unpushed(&mut self) -> bool {
+        std::mem::take(&mut self.unpushed)
     }
 }
 
@@ -592,5 +624,26 @@ mod tests {
         p.add(&beyond);
         assert!(p.take(t0 + PUSH_INBOUND_INTERVAL).is_none());
         assert!(crate::broker::pushable_messages(&beyond).is_none());
+    }
+
+    #[test]
+    fn a_submission_not_pushed_is_told_once_so_its_store_does_not_wait_for_the_pace() {
+        use crate::limits::{PUSH_INBOUND_BYTES_MAX, PUSH_INBOUND_NOTICES_MAX};
+        let t0 = Instant::now() + Duration::from_secs(1);
+        let mut p = PushPacer::new(t0);
+        p.add(&commands("small", 3));
+        assert!(p.take(t0).is_some());
+        assert!(!p.take_unpushed(), "everything was pushed: the store may wait for the pace");
+        // A window that outgrows its notices: told once, whatever comes after in that window.
+        p.add(&commands("some", 3));
+        p.add(&commands("beyond", PUSH_INBOUND_NOTICES_MAX * PUSH_INBOUND_BYTES_MAX / 30));
+        p.add(&commands("after", 1));
+        assert!(p.take_unpushed(), "the window overflowed");
+        assert!(!p.take_unpushed(), "told once");
+        assert!(p.take(t0 + PUSH_INBOUND_INTERVAL).is_none());
+        // The next window is pushed again.
+        p.add(&commands("next", 2));
+        assert!(p.take(t0 + 2 * PUSH_INBOUND_INTERVAL).is_some());
+        assert!(!p.take_unpushed());
     }
 }

@@ -187,15 +187,19 @@ pub fn pushable_messages(commands: &[Command]) -> Option<Vec<Vec<u8>>> {
 }
 
 /// Publishes commands to the inbound topic (keyed by their origin), in frames the broker takes,
-/// each repeated until confirmed.
+/// each repeated until confirmed: all handed to the producer at once (one produce request rather
+/// than a round trip each), then each waited for.
 pub async fn submit(
     producer: &FutureProducer,
-    broker: &Broker,
+    inbound: &str,
     origin: CenterId,
     commands: &[Command],
     who: &str,
 ) {
-    for body in inbound_messages(commands) {
-        publish(producer, &broker.topics.inbound, Some(&[origin.0]), &body, who).await;
-    }
+    let bodies = inbound_messages(commands);
+    let key = [origin.0];
+    futures_util::future::join_all(
+        bodies.iter().map(|body| publish(producer, inbound, Some(&key), body, who)),
+    )
+    .await;
 }

@@ -472,16 +472,18 @@ impl Driver {
             );
             outgoing.push(Outgoing::ReackThrough(from, through));
         }
+        let mut acks_pushed = false;
         if let (Some(push), 1..=PUSH_ACKS_MAX) = (&self.push_acks, self.out.acks.len()) {
             // Pushed here, not by the publisher: they must not queue behind its broker round
             // trips. A full queue skips them, and many at once are left to the broker (a load
             // that big does not wait on this hop): the broker carries them anyway.
+            acks_pushed = true;
             for notice in crate::push::ack_notices(self.center.config().center, &self.out.acks) {
-                let _ = push.try_send((rtgs_pg::sequencer_store::ACKS_CHANNEL, notice));
+                acks_pushed &= push.try_send((rtgs_pg::sequencer_store::ACKS_CHANNEL, notice)).is_ok();
             }
         }
         if !self.out.acks.is_empty() {
-            outgoing.push(Outgoing::Acks(std::mem::take(&mut self.out.acks)));
+            outgoing.push(Outgoing::Acks(std::mem::take(&mut self.out.acks), acks_pushed));
         }
         if let Some(from) = self.out.reack_from.take() {
             tracing::warn!(
@@ -493,10 +495,8 @@ impl Driver {
         if !self.out.notices.is_empty() {
             // This node's API first, in-process (before the publisher: the topic's copy is
             // then recognised as delivered).
-            if let Some(local) = &self.local_notices {
-                local.deliver(&self.out.notices);
-            }
-            outgoing.push(Outgoing::Notices(std::mem::take(&mut self.out.notices)));
+            let handed = self.local_notices.as_ref().is_some_and(|local| local.deliver(&self.out.notices));
+            outgoing.push(Outgoing::Notices(std::mem::take(&mut self.out.notices), handed));
         }
         if !self.out.commands.is_empty() {
             outgoing.push(Outgoing::Commands(std::mem::take(&mut self.out.commands)));

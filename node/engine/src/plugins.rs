@@ -321,7 +321,7 @@ impl Adapter {
                     .map(|(bmi, c)| Command { origin: self.me, bmi, payload: Payload::Plugin(c) })
                     .collect();
                 if !commands.is_empty() {
-                    submit(&self.producer, &self.broker, self.me, &commands, &who).await;
+                    submit(&self.producer, &self.broker.topics.inbound, self.me, &commands, &who).await;
                     self.status.results_submitted.fetch_add(commands.len() as u64, Ordering::Relaxed);
                 }
             }

@@ -11,7 +11,9 @@
 use super::Faults;
 use crate::broker::{publish, submit, Broker};
 use crate::error::{EngineError, Invariant};
-use crate::limits::{ACKS_PER_MESSAGE, NOTICES_PER_MESSAGE, PUBLISH_QUEUE_ITEMS, REACK_ENTRIES_MAX};
+use crate::limits::{
+    ACKS_PER_MESSAGE, BACKSTOP_PACE, NOTICES_PER_MESSAGE, PUBLISH_QUEUE_ITEMS, REACK_ENTRIES_MAX,
+};
 use crate::pg::PgRetry;
 use crate::status::PublishStats;
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
@@ -25,13 +27,24 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 
 pub enum Outgoing {
-    Acks(Vec<Applied>),
+    /// Committed acks, and whether the center task pushed them too.
+    Acks(Vec<Applied>, bool),
     Reack(Seq),
     /// Every committed ack from the first seq through the second, again (a restart: the acks
     /// the broker had not confirmed), read back in rounds of [`REACK_ENTRIES_MAX`].
     ReackThrough(Seq, Seq),
-    Notices(Vec<Notice>),
+    /// Notices of own entries now final, and whether they were handed to this node's API
+    /// in-process too.
+    Notices(Vec<Notice>, bool),
     Commands(Vec<Command>),
+}
+
+impl Outgoing {
+    /// Whether the push path carried it too: the broker's copy is the record and the backstop,
+    /// and may wait for the pace ([`BACKSTOP_PACE`]).
+    fn pushed_too(&self) -> bool {
+        matches!(self, Outgoing::Acks(_, true) | Outgoing::Notices(_, true))
+    }
 }
 
 pub struct Publisher {
@@ -73,20 +86,34 @@ impl Publisher {
     /// confirmations collected in order (a failed one published again until it is confirmed).
     /// Awaiting each message before the next cost a broker round trip per message: the origin
     /// center (acks and notices) fell behind the others under load.
+    ///
+    /// A round of only what the push path carried too starts at most every [`BACKSTOP_PACE`]
+    /// (what comes meanwhile joins it; anything else starts it at once): fewer, larger produce
+    /// requests where no payment waits for them.
     pub async fn run(mut self) -> Result<(), EngineError> {
         let mut items = Vec::new();
+        let mut last_round = tokio::time::Instant::now() - BACKSTOP_PACE;
         while let Some(first) = self.rx.recv().await {
             items.push(first);
+            let due = last_round + BACKSTOP_PACE;
             while items.len() < PUBLISH_QUEUE_ITEMS {
                 match self.rx.try_recv() {
                     Ok(item) => items.push(item),
+                    Err(_) if items.iter().all(Outgoing::pushed_too) => {
+                        match tokio::time::timeout_at(due, self.rx.recv()).await {
+                            Ok(Some(item)) => items.push(item),
+                            Ok(None) => return Err(EngineError::TaskGone("center task")),
+                            Err(_) => break,
+                        }
+                    }
                     Err(_) => break,
                 }
             }
+            last_round = tokio::time::Instant::now();
             let mut sent = Vec::new();
             for item in items.drain(..) {
                 match item {
-                    Outgoing::Acks(acks) => self.acks(&acks, &mut sent)?,
+                    Outgoing::Acks(acks, _) => self.acks(&acks, &mut sent)?,
                     Outgoing::Reack(from) => {
                         let store = &self.store;
                         let again = self
@@ -97,7 +124,7 @@ impl Publisher {
                         self.acks(&acks, &mut sent)?;
                     }
                     Outgoing::ReackThrough(from, through) => self.reack_through(from, through).await?,
-                    Outgoing::Notices(notices) => self.notices(&notices, &mut sent),
+                    Outgoing::Notices(notices, _) => self.notices(&notices, &mut sent),
                     Outgoing::Commands(commands) => self.commands(&commands).await,
                 }
             }
@@ -206,7 +233,7 @@ impl Publisher {
         for c in commands {
             tracing::info!(center = %self.name, bmi = %c.bmi, "proposing {:?} ({})", c.payload, c.bmi);
         }
-        submit(&self.producer, &self.broker, self.center, commands, &self.name).await;
+        submit(&self.producer, &self.broker.topics.inbound, self.center, commands, &self.name).await;
     }
 }
 
