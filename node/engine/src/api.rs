@@ -472,8 +472,7 @@ fn notice_task(
     let consumer = broker.assigned_consumer(
         &format!("api-{name}"),
         &format!("{name}-api"),
-        &topic,
-        0,
+        &[(&topic, 0)],
         NOTICE_FETCH_WAIT,
     )?;
     let (_, high) = consumer

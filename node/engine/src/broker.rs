@@ -48,15 +48,15 @@ impl Broker {
             .map_err(|e| EngineError::kafka(format!("producer {client_id}"), e))
     }
 
-    /// A consumer of `topic`'s one partition from `offset`, in group `group`: assigned, not
-    /// subscribed (each center reads everything; its progress is in its own database). Its
-    /// fetch wait is `wait` (`rtgs_kafka::clients::consumer_waiting`).
+    /// A consumer of each of `from`'s topics' one partition from its offset, in group `group`:
+    /// assigned, not subscribed (each center reads everything; its progress is in its own
+    /// database). Its fetch wait is `wait` (`rtgs_kafka::clients::consumer_waiting`); several
+    /// topics are fetched in one request each wait.
     pub fn assigned_consumer(
         &self,
         group: &str,
         client_id: &str,
-        topic: &str,
-        offset: i64,
+        from: &[(&str, i64)],
         wait: std::time::Duration,
     ) -> Result<StreamConsumer, EngineError> {
         let consumer: StreamConsumer = rtgs_kafka::clients::consumer_waiting(
@@ -68,9 +68,11 @@ impl Broker {
         )
         .map_err(|e| EngineError::kafka(format!("consumer {client_id}"), e))?;
         let mut tpl = rdkafka::TopicPartitionList::new();
-        tpl.add_partition_offset(topic, 0, rdkafka::Offset::Offset(offset))
-            .and_then(|()| consumer.assign(&tpl))
-            .map_err(|e| EngineError::kafka(format!("assign {topic} from offset {offset}"), e))?;
+        for &(topic, offset) in from {
+            tpl.add_partition_offset(topic, 0, rdkafka::Offset::Offset(offset))
+                .map_err(|e| EngineError::kafka(format!("assign {topic} from offset {offset}"), e))?;
+        }
+        consumer.assign(&tpl).map_err(|e| EngineError::kafka(format!("assign {from:?}"), e))?;
         Ok(consumer)
     }
 }
@@ -103,9 +105,25 @@ pub async fn recv_batch<C: ConsumerContext + 'static>(
     bytes_max: usize,
     who: &str,
 ) -> Vec<(i64, Vec<u8>)> {
+    recv_batch_with(consumer, wait, bytes_max, who, |m| (m.offset(), m.payload().unwrap_or(&[]).to_vec()))
+        .await
+}
+
+/// [`recv_batch`], each message taken as `take` makes it (a consumer of several topics tells
+/// them apart there).
+pub async fn recv_batch_with<C: ConsumerContext + 'static, T>(
+    consumer: &StreamConsumer<C>,
+    wait: Duration,
+    bytes_max: usize,
+    who: &str,
+    take: impl Fn(&rdkafka::message::BorrowedMessage<'_>) -> T,
+) -> Vec<T> {
     let mut batch = Vec::new();
-    match tokio::time::timeout(wait, consumer.recv()).await {
-        Ok(Ok(m)) => batch.push((m.offset(), m.payload().unwrap_or(&[]).to_vec())),
+    let mut bytes = match tokio::time::timeout(wait, consumer.recv()).await {
+        Ok(Ok(m)) => {
+            batch.push(take(&m));
+            m.payload_len()
+        }
         Ok(Err(e)) => {
             crate::broker_loss::note_error(&e);
             tracing::warn!(who = %who, "{e}");
@@ -113,14 +131,12 @@ pub async fn recv_batch<C: ConsumerContext + 'static>(
             return batch;
         }
         Err(_) => return batch,
-    }
-    let mut bytes = batch[0].1.len();
+    };
     while bytes < bytes_max {
         match consumer.recv().now_or_never() {
             Some(Ok(m)) => {
-                let payload = m.payload().unwrap_or(&[]).to_vec();
-                bytes += payload.len();
-                batch.push((m.offset(), payload));
+                bytes += m.payload_len();
+                batch.push(take(&m));
             }
             _ => break,
         }

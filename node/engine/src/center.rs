@@ -10,11 +10,11 @@
 //!   messages with their offsets, every center's ack messages with theirs, the committer's and
 //!   the publisher's answers, the passing of time — and carries out what it asks
 //!   (`Outputs`): commits to the committer, acks / re-ack requests / notices / owner proposals to
-//!   the publisher, ack rewinds to the ack reader, gap pulls (read from the sequencer's outbox
+//!   the publisher, ack rewinds to the stream reader, gap pulls (read from the sequencer's outbox
 //!   right here), effects to the plugins' adapters.
-//! * [`journal`] — reads the journal topic from the resume position and decodes it.
-//! * [`acks`] — reads the applied-acks topic from the resume position, decodes it, and seeks
-//!   back when the `Center` asks to read acks again.
+//! * [`streams`] — reads the journal and the applied-acks topics from their resume positions
+//!   through one consumer (one fetch for both), decodes them, and seeks the acks back when the
+//!   `Center` asks to read them again; [`journal`] and [`acks`] hold what it hands over.
 //! * [`committer`] — one PostgreSQL transaction per commit (what queued up behind a running one
 //!   merged), then tells the center task how far it is durable.
 //! * [`publisher`] — the center's messages to the broker, each repeated until confirmed.
@@ -26,6 +26,7 @@ mod acks;
 mod committer;
 mod journal;
 mod publisher;
+mod streams;
 
 use crate::broker::Broker;
 use crate::clock::{wall_us, Clock};
@@ -165,17 +166,18 @@ pub async fn start(i: CenterInputs) -> Result<Started, EngineError> {
         catch_up_seq: None,
         acks_published_through: stored.acks_published_through,
     };
-    // With the push path beside them, the journal and ack readers are the record and the
+    // With the push path beside them, the journal and the acks topics are the record and the
     // backstop, not the fast path: they may wait long per fetch (`limits`).
     let stream_wait = if i.pushed.is_some() { PUSHED_STREAM_FETCH_WAIT } else { STREAM_FETCH_WAIT };
-    let journal_consumer = i.broker.assigned_consumer(
-        &format!("ledger-{}", i.name),
-        &format!("{}-ledger", i.name),
-        &i.broker.topics.journal,
-        stored.journal_offset + 1,
+    let ack_offset = i64::try_from(ack_next).map_err(|_| Invariant(format!("ack position {ack_next}")))?;
+    // One consumer for both streams: one fetch for both each wait (`streams`).
+    let consumer = i.broker.assigned_consumer(
+        &format!("streams-{}", i.name),
+        &format!("{}-streams", i.name),
+        &[(&i.broker.topics.journal, stored.journal_offset + 1), (&i.broker.topics.applied, ack_offset)],
         stream_wait,
     )?;
-    let journal_end = journal::end(&journal_consumer, &i.broker.topics.journal);
+    let journal_end = journal::end(&consumer, &i.broker.topics.journal);
     let mut center = Center::new(config, restore, i.clock.now_us());
     match journal_end {
         // The plugins go live once the center has read the journal as far as it went now.
@@ -198,13 +200,16 @@ pub async fn start(i: CenterInputs) -> Result<Started, EngineError> {
     let (committed_tx, committed_rx) = watch::channel(seq_applied);
     let (announced_tx, announced_rx) = watch::channel(0);
     let (rewind_tx, rewind_rx) = watch::channel(Rewind { generation: 0, position: ack_next });
-    let reader = journal::Reader {
+    let reader = streams::Reader {
         name: i.name.clone(),
-        consumer: journal_consumer,
+        consumer,
+        journal_topic: i.broker.topics.journal.clone(),
+        acks_topic: i.broker.topics.applied.clone(),
         faults: i.faults,
-        tx: journal_tx,
+        journal: journal_tx,
+        acks: acks_tx,
+        rewind: rewind_rx,
     };
-    let ack_reader = acks::Reader::new(&i.name, &i.broker, ack_next, rewind_rx, acks_tx, stream_wait)?;
     // Everything applied is committed (the watermark is the stored one).
     i.commit_stats.seq_committed.store(seq_applied, Ordering::Relaxed);
     let committer = committer::Committer {
@@ -263,7 +268,6 @@ pub async fn start(i: CenterInputs) -> Result<Started, EngineError> {
     let tasks: Vec<Task> = vec![
         Box::pin(driver.run()),
         Box::pin(reader.run()),
-        Box::pin(ack_reader.run()),
         Box::pin(committer.run()),
         Box::pin(publisher.run()),
     ];
@@ -291,7 +295,7 @@ struct Driver {
     committed: watch::Receiver<Seq>,
     /// The publisher's answer: notices confirmed through this seq.
     announced: watch::Receiver<Seq>,
-    /// To the ack reader: read again from a position.
+    /// To the stream reader: read the acks again from a position.
     rewind: watch::Sender<Rewind>,
     /// Ack batches of an older generation were read before a rewind: dropped.
     ack_generation: u64,
@@ -343,8 +347,8 @@ impl Driver {
                     }
                 }
                 input = next_input(&mut self.journal, &mut self.acks, journal_turn) => match input {
-                    Input::Journal(batch) => self.on_journal(batch.ok_or(EngineError::TaskGone("journal reader"))?),
-                    Input::Acks(batch) => self.on_acks(batch.ok_or(EngineError::TaskGone("ack reader"))?),
+                    Input::Journal(batch) => self.on_journal(batch.ok_or(EngineError::TaskGone("stream reader"))?),
+                    Input::Acks(batch) => self.on_acks(batch.ok_or(EngineError::TaskGone("stream reader"))?),
                 },
                 Some(pushed) = next_pushed(&mut self.pushed) => self.on_pushed(pushed),
                 () = tokio::time::sleep_until(wake) => self.center.handle_timeout(self.clock.now_us()),
@@ -460,7 +464,7 @@ impl Driver {
         if let Some(position) = self.out.ack_rewind.take() {
             self.ack_generation += 1;
             let rewind = Rewind { generation: self.ack_generation, position };
-            self.rewind.send(rewind).map_err(|_| EngineError::TaskGone("ack reader"))?;
+            self.rewind.send(rewind).map_err(|_| EngineError::TaskGone("stream reader"))?;
         }
         let mut outgoing = Vec::new();
         if let Some((from, through)) = self.out.republish.take() {

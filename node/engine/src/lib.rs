@@ -10,9 +10,9 @@
 //! * [`sequencer`] — leads while it holds the lease in PostgreSQL (a survivor claims a silent one
 //!   with an epoch bump, which fences the old leader) and then reads the single-partition inbound
 //!   topic by assignment: per batch sequence → record (fenced) → publish → mark published.
-//! * [`center`] — the center task driving the `Center`, with its journal reader, ack reader,
-//!   committer and publisher (`center::journal`, `center::acks`, `center::committer`,
-//!   `center::publisher`).
+//! * [`center`] — the center task driving the `Center`, with its stream reader (the journal and
+//!   the acks through one consumer), committer and publisher (`center::streams`,
+//!   `center::committer`, `center::publisher`).
 //! * [`plugins`] — the node's plugin set, its stored state, the adapters executing the owner's
 //!   effects (one task per plugin, effects routed by plugin).
 //! * [`api`] — the participant HTTP API's link (`--api-config`): submissions, notices, the read

@@ -62,11 +62,9 @@ const _: () = assert!(REACK_ENTRIES_MAX <= core::FINALIZER_WINDOW_SEQS);
 
 // ---- reading the topics ---------------------------------------------------------------------
 
-/// Bytes taken from the journal consumer per batch, beyond its first message (≈ one sequencer
-/// batch of transfers, 64 bytes each).
-pub const JOURNAL_RECV_BYTES_MAX: usize = core::SEQUENCER_BATCH_ENTRIES_MAX * 64;
-/// Bytes taken from the ack consumer per batch, beyond its first message.
-pub const ACK_RECV_BYTES_MAX: usize = 1 << 20;
+/// Bytes taken from a center's stream consumer (the journal and the acks, `center::streams`) per
+/// batch, beyond its first message (≈ one sequencer batch of transfers, 64 bytes each).
+pub const STREAMS_RECV_BYTES_MAX: usize = core::SEQUENCER_BATCH_ENTRIES_MAX * 64;
 /// Bytes taken from the notify consumer per batch (the API), beyond its first message.
 pub const NOTICE_RECV_BYTES_MAX: usize = 1 << 20;
 /// Bytes taken from the inbound consumer per sequencer round, beyond its first message: a
@@ -92,18 +90,17 @@ const _: () = assert!(4 * PUSHED_STREAM_FETCH_WAIT.as_micros() <= core::GAP_TIME
 /// over) — not on the path of an ordinary payment.
 pub const NOTICE_FETCH_WAIT: Duration = Duration::from_millis(50);
 /// How long a reader waits for a first message before it looks at its other inputs.
-pub const JOURNAL_WAIT: Duration = Duration::from_millis(20);
-pub const ACK_WAIT: Duration = Duration::from_millis(20);
+pub const STREAMS_WAIT: Duration = Duration::from_millis(20);
 pub const NOTICE_WAIT: Duration = Duration::from_millis(50);
 /// The leader's wait for inbound messages before it looks at its other inputs.
 pub const INBOUND_WAIT_LEADING: Duration = Duration::from_millis(20);
 
 // ---- queues between the tasks (bounded: back-pressure, never growth) ------------------------
 
-/// Decoded journal batches waiting for the center task (each ≤ [`JOURNAL_RECV_BYTES_MAX`] plus
+/// Decoded journal batches waiting for the center task (each ≤ [`STREAMS_RECV_BYTES_MAX`] plus
 /// one message).
 pub const JOURNAL_QUEUE_BATCHES: usize = 8;
-/// Decoded ack batches waiting for the center task (each ≤ [`ACK_RECV_BYTES_MAX`] plus one
+/// Decoded ack batches waiting for the center task (each ≤ [`STREAMS_RECV_BYTES_MAX`] plus one
 /// message).
 pub const ACK_QUEUE_BATCHES: usize = 8;
 /// Commits waiting for the committer; behind them the center task merges what comes into one

@@ -284,7 +284,7 @@ pub async fn run(mut i: SequencerInputs) -> Result<(), EngineError> {
     // Never subscribed: the partition is assigned when this instance leads. The group id only
     // names the client; progress is PostgreSQL's `inbound_offset`.
     // With the push path the topic is the backstop and the path of large messages: it waits as
-    // long as the journal and ack readers do (each fetch costs the broker CPU, answered or not).
+    // long as the centers' stream readers do (each fetch costs the broker CPU, answered or not).
     let fetch_wait = if i.pushed.is_some() { PUSHED_STREAM_FETCH_WAIT } else { STREAM_FETCH_WAIT };
     let consumer: StreamConsumer = rtgs_kafka::clients::consumer_waiting(
         &i.broker.bootstrap,
