@@ -56,7 +56,7 @@ use rtgs_kafka::wire::{self, Notice, NoticeStatus};
 use rtgs_pg::sequencer_store::{OutboxBatch, SequencerStore};
 use rtgs_pg::StoreError;
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
@@ -739,34 +739,29 @@ impl Instance {
         // before recording again (a second attempt after a commit would be fenced by itself).
         let store = &self.i.store;
         let started = Instant::now();
-        // Whether the push path announced it (unknown after a lost connection: not paced then).
-        let announced = AtomicBool::new(false);
         let recorded = self
             .i
             .retry
             .write(
                 "sequencer: recording a batch",
-                || async {
-                    let pushed = store.record_batch(&batch, inbound_offset).await?;
-                    announced.store(pushed, Ordering::Relaxed);
-                    Ok(())
-                },
+                || store.record_batch(&batch, inbound_offset),
                 || store.is_recorded(batch.seq_first, batch.epoch),
             )
             .await;
-        match recorded {
-            Ok(_) => {}
+        // Whether the push path announced it (unknown if settled by reading back: not paced).
+        let announced = match recorded {
+            Ok(announced) => announced.unwrap_or(false),
             Err(StoreError::Fenced { epoch, seq_first }) => {
                 return Err(LeadError::Fenced { epoch, seq_first })
             }
             Err(StoreError::BmiSequenced { .. }) => return Ok(false),
             Err(e) => return Err(EngineError::store(format!("recording seq {}", batch.seq_first), e).into()),
-        }
+        };
         self.lease.renewed();
         l.inbound_offset = l.inbound_offset.max(inbound_offset);
         self.i.stats.seq_sequenced.store(batch.seq_last, Ordering::Relaxed);
         self.i.metrics.sequenced(entries.len(), started.elapsed());
-        self.publish_paced(l, batch.seq_first, Arc::new(batch.frames), announced.into_inner());
+        self.publish_paced(l, batch.seq_first, Arc::new(batch.frames), announced);
         Ok(true)
     }
 
