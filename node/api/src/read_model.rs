@@ -78,9 +78,21 @@ pub type StatementSource = std::sync::Arc<
         + Sync,
 >;
 
+/// How far the engine's journal reaches *now* — a seq at or beyond every entry sequenced before
+/// the call (the production engine: the sequencer's durable `last_seq`). An engine whose
+/// [`FinalThrough`] is one node's own view (a node that lags does not know it lags) gives one,
+/// so that "not found" is concluded only from a model that holds everything sequenced before the
+/// question: the embedded engine's `final_through` is the whole cluster's, and needs none.
+pub type JournalEnd = std::sync::Arc<
+    dyn Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Seq, String>> + Send>>
+        + Send
+        + Sync,
+>;
+
 pub struct ReadModel {
     books: RwLock<Books>,
     statements: Option<StatementSource>,
+    journal_end: Option<JournalEnd>,
     /// The seq of the ledger it started from: outcomes at or below it are the history's.
     seq_start: Seq,
     history: Option<OutcomeHistory>,
@@ -108,6 +120,7 @@ impl ReadModel {
             seq_start: seq,
             history: None,
             statements: None,
+            journal_end: None,
             seq_target: AtomicU64::new(0),
             failure: Mutex::new(None),
         };
@@ -142,6 +155,22 @@ impl ReadModel {
             Ok(i) => Outcome::from_code(books.rejected[i].1).unwrap_or(Outcome::Accepted),
             Err(_) => Outcome::Accepted,
         })
+    }
+
+    /// Where the journal's end is asked before a look-up concludes that something does not
+    /// exist ([`JournalEnd`]).
+    pub fn with_journal_end(mut self, journal_end: JournalEnd) -> Self {
+        self.journal_end = Some(journal_end);
+        self
+    }
+
+    /// The journal's end as the engine tells it now (`None`: the engine gives none; its
+    /// final-through view is the cluster's).
+    pub async fn journal_end(&self) -> Option<Result<Seq, String>> {
+        match &self.journal_end {
+            Some(end) => Some(end().await),
+            None => None,
+        }
     }
 
     /// Where statements are read instead of the lines kept in memory (every line ever made).

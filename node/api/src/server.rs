@@ -429,21 +429,53 @@ async fn get_metrics(State(state): State<Arc<AppState>>, request: Request) -> Re
     Ok(([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response())
 }
 
-/// An account as of everything already final (404 `unknown_account` if there is none), with the
-/// seq the read model is at.
+/// An account as of everything already final (404 `unknown_account` if there is none, concluded
+/// by [`read_model_conclusive`]), with the seq the read model is at.
 pub(crate) async fn visible_account(model: &ReadModel, id: AccountId) -> Result<(Account, Seq), ApiError> {
-    read_model_caught_up(model).await?;
-    let (account, seq_applied) = model
-        .account(id)
-        .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "read_model_failed", e))?;
-    let unknown = || ApiError::new(StatusCode::NOT_FOUND, "unknown_account", format!("no account {}", id.0));
-    Ok((account.ok_or_else(unknown)?, seq_applied))
+    for conclusive in [false, true] {
+        if conclusive {
+            read_model_conclusive(model).await?;
+        } else {
+            read_model_caught_up(model).await?;
+        }
+        let (account, seq_applied) = model
+            .account(id)
+            .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "read_model_failed", e))?;
+        if let Some(account) = account {
+            return Ok((account, seq_applied));
+        }
+    }
+    Err(ApiError::new(StatusCode::NOT_FOUND, "unknown_account", format!("no account {}", id.0)))
 }
 
 /// Read-your-writes: waits until the read model has applied everything seen final so far (so
 /// every write answered before this request is visible), at most [`READ_MODEL_WAIT`].
 pub(crate) async fn read_model_caught_up(model: &ReadModel) -> Result<(), ApiError> {
-    let target = model.seq_target();
+    applied_through(model, model.seq_target()).await
+}
+
+/// Before "it does not exist" is answered: waits until the read model holds everything sequenced
+/// before this call — where the engine tells its journal's end (`ReadModel::with_journal_end`,
+/// the production engine), up to that end; else as [`read_model_caught_up`]. A node whose center
+/// lags (it missed the journal's pushes, its database was slow) sees finality late and does not
+/// know it: without this it would call an account unknown that another center opened and
+/// answered final a moment ago. At most [`READ_MODEL_WAIT`]; 503 `read_model_behind` (try again)
+/// if the model cannot get there, never a wrong "unknown".
+pub(crate) async fn read_model_conclusive(model: &ReadModel) -> Result<(), ApiError> {
+    let target = match model.journal_end().await {
+        None => model.seq_target(),
+        Some(Ok(end)) => end.max(model.seq_target()),
+        Some(Err(e)) => {
+            let message = format!("how far the journal reaches is not known now ({e}); try again");
+            return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "read_model_behind", message));
+        }
+    };
+    applied_through(model, target).await
+}
+
+/// Waits until the read model has applied through `target`, at most [`READ_MODEL_WAIT`] (503
+/// `read_model_behind`).
+async fn applied_through(model: &ReadModel, target: Seq) -> Result<(), ApiError> {
     let started = tokio::time::Instant::now();
     while model.seq_applied() < target {
         if started.elapsed() > READ_MODEL_WAIT {
@@ -506,8 +538,8 @@ fn admissible(participant: &Participant, req: &TransferRequest) -> Result<(Bmi, 
 /// the first transfer at fault (`None`: not one transfer's fault). The ledger stays the judge —
 /// an account closed after this check is still rejected at apply (RJCT AC04) — so this only keeps
 /// plainly wrong requests out of the journal. One look-up of all of them without waiting; if an
-/// account is not found, a second once the read model has caught up (it may have been opened
-/// just now). A `bmi` the tracker knows is not checked: a retry gets its original answer,
+/// account is not found, a second once the read model holds everything sequenced so far
+/// ([`read_model_conclusive`]: it may have been opened just now, through another center). A `bmi` the tracker knows is not checked: a retry gets its original answer,
 /// whatever happened to the accounts since.
 async fn check_accounts(
     state: &AppState,
@@ -522,7 +554,7 @@ async fn check_accounts(
     let model = &state.read_model;
     for caught_up in [false, true] {
         if caught_up {
-            read_model_caught_up(model).await.map_err(|e| (None, e))?;
+            read_model_conclusive(model).await.map_err(|e| (None, e))?;
         }
         let ids = to_check.iter().flat_map(|(_, t)| [t.debtor, t.creditor]);
         let standing = model
@@ -997,13 +1029,25 @@ pub(crate) async fn statement_answer(
     from_seq: u64,
     limit: usize,
 ) -> Result<serde_json::Value, ApiError> {
-    read_model_caught_up(&state.read_model).await?;
-    let (found, as_of_seq) = state
-        .read_model
-        .statement(id, from_seq, limit)
-        .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "read_model_failed", e))?;
+    // An unknown account is concluded as `visible_account` does.
+    let mut found = None;
+    for conclusive in [false, true] {
+        if conclusive {
+            read_model_conclusive(&state.read_model).await?;
+        } else {
+            read_model_caught_up(&state.read_model).await?;
+        }
+        let (page, as_of_seq) = state
+            .read_model
+            .statement(id, from_seq, limit)
+            .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "read_model_failed", e))?;
+        if let Some(page) = page {
+            found = Some((page, as_of_seq));
+            break;
+        }
+    }
     let unknown = || ApiError::new(StatusCode::NOT_FOUND, "unknown_account", format!("no account {}", id.0));
-    let (account, mut page) = found.ok_or_else(unknown)?;
+    let ((account, mut page), as_of_seq) = found.ok_or_else(unknown)?;
     // The whole history, where the engine keeps it (the production engine's database).
     if let Some(stored) = state.read_model.stored_page(id, from_seq, as_of_seq, limit).await {
         page = stored.map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "read_model_failed", e))?;

@@ -4,10 +4,13 @@
 
 mod common;
 
-use common::{fresh_dir, journaled, start, transfer, SECRET_A, SECRET_B, SETUP_BMIS};
+use common::{fresh_dir, journaled, start, start_lagging, transfer, SECRET_A, SECRET_B, SETUP_BMIS};
 use rtgs_api::auth::sign;
+use rtgs_core::entry::{AccountId, Bmi, CenterId, Currency, Payload};
 use serde_json::json;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_transfer_settles_and_moves_the_balances() {
@@ -503,4 +506,64 @@ async fn a_statement_lists_what_moved_the_account_and_pages() {
         assert_eq!((status, body["code"].as_str()), (400, Some("invalid_query")), "{q}: {body}");
     }
     let _ = node.finish().await;
+}
+
+/// A node that lags and does not know it — a production node whose center missed the journal's
+/// pushes — never calls an account unknown that another center opened and answered final: it
+/// waits until it holds everything sequenced before the request (the journal's end), or answers
+/// 503 `read_model_behind` (try again) when it cannot get there in time; never a wrong 422/404.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lagging_node_never_calls_an_account_opened_elsewhere_unknown() {
+    let gate = Arc::new(AtomicU64::new(u64::MAX));
+    let node = start_lagging(&fresh_dir("lagging"), Arc::clone(&gate)).await;
+    let open = |bmi: &str, id: u64| {
+        let currency = Currency::new(b"EUR").expect("EUR");
+        (Bmi::new(bmi.as_bytes()).expect("bmi"), Payload::AccountOpen { account: AccountId(id), currency })
+    };
+    // This node's view stops here; DC2 opens bank-a's account 9 and the cluster finalizes it.
+    let frozen = node.seq_final();
+    gate.store(frozen, Ordering::Release);
+    node.submit_through(CenterId(2), vec![open("ELSEWHERE-OPEN-9", 9)]);
+    final_past(&node, frozen).await;
+    // The node catches up a moment later (its center read the journal at last).
+    let release = Arc::clone(&gate);
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        release.store(u64::MAX, Ordering::Release);
+    });
+    let (status, body) = node.as_a("POST", "/v1/transfers", &transfer("LAG-1", 1, 9, "1.00")).await;
+    assert_eq!(status, 202, "a transfer to an account final elsewhere: {body}");
+
+    // A node that stays behind says "try again", not "unknown".
+    let frozen = node.seq_final();
+    gate.store(frozen, Ordering::Release);
+    node.submit_through(CenterId(2), vec![open("ELSEWHERE-OPEN-20", 20)]);
+    final_past(&node, frozen).await;
+    let (status, body) = node.as_ops("GET", "/v1/operator/accounts/20", b"").await;
+    assert_eq!((status, body["code"].as_str()), (503, Some("read_model_behind")), "{body}");
+    let (status, body) = node.as_ops("GET", "/v1/operator/accounts/20/statement", b"").await;
+    assert_eq!((status, body["code"].as_str()), (503, Some("read_model_behind")), "{body}");
+
+    // Caught up: the account is there; one never opened is still unknown, at once.
+    gate.store(u64::MAX, Ordering::Release);
+    let (status, body) = node.as_ops("GET", "/v1/operator/accounts/20", b"").await;
+    assert_eq!((status, body["currency"].as_str()), (200, Some("EUR")), "{body}");
+    let (status, body) = node.as_ops("GET", "/v1/operator/accounts/21", b"").await;
+    assert_eq!((status, body["code"].as_str()), (404, Some("unknown_account")), "{body}");
+    let (status, body) = node.as_a("POST", "/v1/transfers", &transfer("LAG-2", 1, 77, "1.00")).await;
+    assert_eq!((status, body["code"].as_str()), (422, Some("unknown_account")), "{body}");
+
+    let bmis = node.finish().await;
+    assert_eq!(journaled(&bmis), ["ELSEWHERE-OPEN-9", "LAG-1", "ELSEWHERE-OPEN-20"]);
+}
+
+/// Waits until the cluster has finalized past `seq` (at most 10 s).
+async fn final_past(node: &common::Node, seq: u64) {
+    for _ in 0..1000 {
+        if node.seq_final() > seq {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the cluster did not finalize past seq {seq} within 10 s");
 }

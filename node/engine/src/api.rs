@@ -174,6 +174,9 @@ pub struct ApiInputs {
     /// The center's database, for what was final before the node started: the outcome a retry
     /// of any age is answered with.
     pub history: rtgs_pg::center_store::CenterStore,
+    /// The sequencer's database, for how far the journal reaches before the API answers "not
+    /// found" ([`journal_end`]).
+    pub sequencer: rtgs_pg::sequencer_store::SequencerStore,
     /// The center stores every statement line: statements are read from its database.
     pub statement_history: bool,
     /// The matching orders' customer data (`ApiConfig::pii_file`).
@@ -223,6 +226,39 @@ fn history(store: rtgs_pg::center_store::CenterStore) -> rtgs_api::read_model::O
     })
 }
 
+/// How far the journal reaches, from the sequencer's database: its `last_seq` is recorded before
+/// any center may see an entry, so every entry answered final anywhere is at or below it. This
+/// node's own finality is its center's view, late when the center lags — the read model waits
+/// for this end before "unknown account" is answered (`rtgs_api::server::read_model_conclusive`).
+/// Asked only then; an ask that comes while one is out waits for it and shares the next one
+/// started after it, so a flood of unknown accounts keeps at most one query on the shared
+/// database in flight.
+fn journal_end(store: rtgs_pg::sequencer_store::SequencerStore) -> rtgs_api::read_model::JournalEnd {
+    let shared = Arc::new((store, tokio::sync::Mutex::new(None::<(tokio::time::Instant, Seq)>)));
+    Arc::new(move || {
+        let shared = Arc::clone(&shared);
+        Box::pin(async move {
+            let asked = tokio::time::Instant::now();
+            let (store, last) = &*shared;
+            let mut last = last.lock().await;
+            // Started after this ask: it counts every entry sequenced before it.
+            if let Some((started, seq)) = *last {
+                if started >= asked {
+                    return Ok(seq);
+                }
+            }
+            let started = tokio::time::Instant::now();
+            let seq = match tokio::time::timeout(API_HISTORY_READ_TIMEOUT, store.last_seq()).await {
+                Ok(Ok(seq)) => seq,
+                Ok(Err(e)) => return Err(format!("the sequencer's database: {e}")),
+                Err(_) => return Err("the sequencer's database did not answer in time".to_string()),
+            };
+            *last = Some((started, seq));
+            Ok(seq)
+        })
+    })
+}
+
 /// Statements from the center's database: every line it committed (`statement_line`), so a
 /// statement covers the account's whole history, across restarts.
 fn statements(store: rtgs_pg::center_store::CenterStore) -> rtgs_api::read_model::StatementSource {
@@ -256,8 +292,9 @@ pub async fn start(i: ApiInputs) -> Result<Vec<Task>, EngineError> {
         let f = Arc::clone(&i.final_through);
         Arc::new(move || f.load(Ordering::Relaxed))
     };
-    let mut read_model =
-        rtgs_api::read_model::ReadModel::new(i.ledger, i.plugins).with_history(history(i.history.clone()));
+    let mut read_model = rtgs_api::read_model::ReadModel::new(i.ledger, i.plugins)
+        .with_history(history(i.history.clone()))
+        .with_journal_end(journal_end(i.sequencer));
     if i.statement_history {
         read_model = read_model.with_statements(statements(i.history));
     }

@@ -62,9 +62,9 @@ pub mod status;
 
 use crate::error::{EngineError, Invariant};
 use crate::limits::{
-    API_POOL_CONNECTIONS, BROKER_WAIT_PAUSE, CENTER_POOL_CONNECTIONS, FEED_QUEUE_BATCHES,
-    LEASE_POOL_CONNECTIONS, OUTBOX_POOL_CONNECTIONS, SEQUENCER_POOL_CONNECTIONS, TOPICS_TIMEOUT,
-    WORKER_THREADS,
+    API_POOL_CONNECTIONS, API_SEQUENCER_POOL_CONNECTIONS, BROKER_WAIT_PAUSE, CENTER_POOL_CONNECTIONS,
+    FEED_QUEUE_BATCHES, LEASE_POOL_CONNECTIONS, OUTBOX_POOL_CONNECTIONS, SEQUENCER_POOL_CONNECTIONS,
+    TOPICS_TIMEOUT, WORKER_THREADS,
 };
 use crate::status::Status;
 use rtgs_core::entry::CenterId;
@@ -394,6 +394,7 @@ async fn start(
             push: push_out,
             status_addrs: config.status_addresses(),
             history: CenterStore::new(pool(&config.db, API_POOL_CONNECTIONS)?),
+            sequencer: SequencerStore::new(pool(&config.seq_db, API_SEQUENCER_POOL_CONNECTIONS)?),
             statement_history: config.statement_history,
             pii: pii_store(&name, api, config.plugins.matching.is_some())?,
             metrics: Arc::clone(metrics),

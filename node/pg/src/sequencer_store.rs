@@ -452,6 +452,14 @@ impl SequencerStore {
         Ok(client.query_one("SELECT broker_generation FROM sequencer WHERE id = 1", &[]).await?.get(0))
     }
 
+    /// The last seq recorded: every entry sequenced so far is at or below it (recorded before
+    /// any center may see it). The production API asks it before it answers "not found".
+    pub async fn last_seq(&self) -> Result<Seq, StoreError> {
+        let client = self.pool.get().await?;
+        let last: i64 = client.query_one("SELECT last_seq FROM sequencer WHERE id = 1", &[]).await?.get(0);
+        Seq::try_from(last).map_err(|_| StoreError::Corrupt(format!("the sequencer's last_seq is {last}")))
+    }
+
     /// The inbound-topic offset whose commands are recorded last (-1: none).
     pub async fn inbound_offset(&self) -> Result<i64, StoreError> {
         let client = self.pool.get().await?;

@@ -176,6 +176,9 @@ async fn sequencer_is_durable_before_publish_and_fenced_by_epoch() {
     let all = store.batches(1, 100).await.unwrap_or_else(|e| panic!("{e}"));
     let seqs: Vec<(u64, u64)> = all.iter().map(|b| (b.seq_first, b.seq_last)).collect();
     assert_eq!(seqs, vec![(1, 3), (4, 5), (6, 7)], "no gap, no duplicate");
+    // How far the journal reaches (what an API asks before it answers "not found"): the last
+    // recorded seq, not what a fenced or refused write tried.
+    assert_eq!(store.last_seq().await.unwrap_or_else(|e| panic!("{e}")), 7);
     assert_eq!(
         store.batches(5, 6).await.map(|v| v.len()).unwrap_or(0),
         2,

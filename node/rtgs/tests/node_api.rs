@@ -86,6 +86,13 @@ fn the_api_serves_participants_on_the_production_engine() {
     assert_eq!(status, 202, "{answer}");
     let (status, answer) = call(api[1], BANK_A, "GET", "/v1/transfers/API-T2?wait_s=10", &Value::Null);
     assert_eq!((status, answer["status"].as_str()), (200, Some("ACCC")), "{answer}");
+    // An account never opened is unknown on every node — concluded once the node's read model
+    // holds everything the sequencer's database says is sequenced (a lagging node waits for it).
+    let t3 = json!({ "bmi": "API-T3", "debtor": 1, "creditor": 77, "amount": "1.00", "currency": "EUR" });
+    let (status, answer) = call(api[1], BANK_A, "POST", "/v1/transfers", &t3);
+    assert_eq!((status, answer["code"].as_str()), (422, Some("unknown_account")), "{answer}");
+    let (status, answer) = call(api[2], OPS, "GET", "/v1/operator/accounts/77", &Value::Null);
+    assert_eq!((status, answer["code"].as_str()), (404, Some("unknown_account")), "{answer}");
     // A retry through DC1 gets the original answer; the same bmi with other content is 422.
     assert_eq!(call(api[0], BANK_A, "POST", "/v1/transfers", &t1).1["seq"].as_u64(), Some(seq1));
     let mut changed = t1.clone();

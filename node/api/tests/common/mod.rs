@@ -8,10 +8,11 @@ use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use rtgs_api::auth::sign;
 use rtgs_api::config::ApiConfig;
-use rtgs_api::read_model::ReadModel;
-use rtgs_api::server::{Api, EngineLink};
+use rtgs_api::read_model::{JournalEnd, ReadModel};
+use rtgs_api::server::{Api, EngineLink, FinalThrough};
 use rtgs_collection::adapter::NodeAdapter;
 use rtgs_collection::ChainSim;
+use rtgs_core::client::ClientEvent;
 use rtgs_core::entry::CenterId;
 use rtgs_core::ledger::Ledger;
 use rtgs_core::plugin_host::PluginHost;
@@ -20,6 +21,8 @@ use rtgs_embedded::journal::JournalReader;
 use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub const SECRET_A: &str = "bank-a-secret-0123456789";
@@ -73,19 +76,65 @@ pub async fn start(dir: &std::path::Path, setup: bool) -> Node {
 }
 
 /// Where and with which edge bounds the harness serves.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub struct Edge {
     pub bind: &'static str,
     pub limits: rtgs_api::server::EdgeLimits,
     /// The API tracker's bound.
     pub tracked_entries_max: usize,
+    /// A node that lags and does not know it ([`lagging`]): its view of finality stops at this
+    /// gate's value (`u64::MAX`: it does not lag).
+    pub lag: Option<Arc<AtomicU64>>,
 }
 
 impl Default for Edge {
     fn default() -> Self {
         let tracked_entries_max = rtgs_api::limits::TRACKED_TRANSFERS_MAX;
-        Edge { bind: "127.0.0.1:0", limits: Default::default(), tracked_entries_max }
+        Edge { bind: "127.0.0.1:0", limits: Default::default(), tracked_entries_max, lag: None }
     }
+}
+
+/// [`start`] (accounts set up) as a node that lags behind `gate` ([`Edge::lag`]).
+pub async fn start_lagging(dir: &std::path::Path, gate: Arc<AtomicU64>) -> Node {
+    start_on(dir, true, None, Edge { lag: Some(gate), ..Edge::default() }).await
+}
+
+/// What the API of a production node whose center lags sees — it missed the journal's pushes,
+/// its database was slow — and does not know: its final-through view stops at `gate`, it hears
+/// only its own center's (DC1's) notices, and the journal's end it is told (as the sequencer's
+/// database tells it) is the cluster's true finality.
+fn lagging(
+    events: crossbeam_channel::Receiver<ClientEvent>,
+    real: FinalThrough,
+    gate: Arc<AtomicU64>,
+) -> (crossbeam_channel::Receiver<ClientEvent>, FinalThrough, JournalEnd) {
+    let (tx, rx) = crossbeam_channel::bounded(1024);
+    std::thread::spawn(move || {
+        while let Ok(event) = events.recv() {
+            let event = match event {
+                ClientEvent::Final(mut notices) => {
+                    notices.retain(|n| n.center == CenterId(1));
+                    if notices.is_empty() {
+                        continue;
+                    }
+                    ClientEvent::Final(notices)
+                }
+                other => other,
+            };
+            if tx.send(event).is_err() {
+                return;
+            }
+        }
+    });
+    let seen: FinalThrough = {
+        let real = Arc::clone(&real);
+        Arc::new(move || real().min(gate.load(Ordering::Acquire)))
+    };
+    let end: JournalEnd = Arc::new(move || {
+        let seq = real();
+        Box::pin(async move { Ok(seq) })
+    });
+    (rx, seen, end)
 }
 
 /// [`start`] (accounts set up) served on `edge`.
@@ -181,13 +230,22 @@ async fn start_on(
         None => rtgs_api::pii::PiiStore::in_memory(),
         Some(_) => rtgs_api::pii::PiiStore::open(&dir.join(PII_FILE)).expect("the PII store opens"),
     };
+    let mut read_model = ReadModel::new(Ledger::new(), host);
+    let (events, final_through) = match edge.lag.clone() {
+        None => (link.events, link.final_through),
+        Some(gate) => {
+            let (events, final_through, end) = lagging(link.events, link.final_through, gate);
+            read_model = read_model.with_journal_end(end);
+            (events, final_through)
+        }
+    };
     let api = Api::start_linked_with(
         EngineLink {
             submit: std::sync::Arc::new(link.submit),
-            events: link.events,
-            read_model: ReadModel::new(Ledger::new(), host),
+            events,
+            read_model,
             feed: Box::new(link.feed),
-            final_through: link.final_through,
+            final_through,
         },
         credentials,
         CenterId(1),
@@ -214,12 +272,25 @@ async fn start_on(
 impl Node {
     /// Journals plugin commands straight through DC1 (what an outside world would send).
     pub fn submit_plugin(&self, commands: Vec<(rtgs_core::entry::Bmi, rtgs_core::entry::PluginCommand)>) {
-        use rtgs_core::entry::{Command, Payload};
-        let batch = commands
-            .into_iter()
-            .map(|(bmi, c)| Command { origin: CenterId(1), bmi, payload: Payload::Plugin(c) })
-            .collect();
+        let commands = commands.into_iter().map(|(bmi, c)| (bmi, rtgs_core::entry::Payload::Plugin(c)));
+        self.submit_through(CenterId(1), commands.collect());
+    }
+
+    /// Journals `commands` straight through center `origin` (another center's API, as this
+    /// node's does not see it).
+    pub fn submit_through(
+        &self,
+        origin: CenterId,
+        commands: Vec<(rtgs_core::entry::Bmi, rtgs_core::entry::Payload)>,
+    ) {
+        use rtgs_core::entry::Command;
+        let batch = commands.into_iter().map(|(bmi, payload)| Command { origin, bmi, payload }).collect();
         self.cluster.submitter().submit(batch).expect("submitted");
+    }
+
+    /// The cluster's highest final seq (every center's view, whatever the API's is).
+    pub fn seq_final(&self) -> u64 {
+        (self.cluster.final_through())()
     }
 
     /// The cluster's clock (µs), as entries are stamped.
