@@ -73,22 +73,34 @@ pub(crate) fn enabled<P: ApiPlugin>(state: &AppState) -> bool {
 }
 
 /// Runs `f` over the replica's plugin `P` once the read model has applied everything already
-/// final (read-your-writes); `f`'s answer comes with the seq it was read at.
+/// final (read-your-writes); `f`'s answer comes with the seq it was read at. A 404 (an order,
+/// withdrawal, deposit ... not found) is concluded as an unknown account is: `f` runs again once
+/// the model holds everything sequenced before the request (`read_model_conclusive`), so a node
+/// that lags never calls unknown what was submitted and answered through another center.
 pub(crate) async fn with_plugin<P: ApiPlugin, R>(
     state: &AppState,
-    f: impl FnOnce(&P) -> Result<R, ApiError>,
+    f: impl Fn(&P) -> Result<R, ApiError>,
 ) -> Result<(R, Seq), ApiError> {
     if !enabled::<P>(state) {
         return Err(P::disabled());
     }
+    let read = || -> Result<(R, Seq), ApiError> {
+        state
+            .read_model
+            .plugins(|host, seq| {
+                let plugin = P::of(host).ok_or_else(P::disabled)?;
+                Ok((f(plugin)?, seq))
+            })
+            .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "read_model_failed", e))?
+    };
     crate::server::read_model_caught_up(&state.read_model).await?;
-    state
-        .read_model
-        .plugins(|host, seq| {
-            let plugin = P::of(host).ok_or_else(P::disabled)?;
-            Ok((f(plugin)?, seq))
-        })
-        .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "read_model_failed", e))?
+    match read() {
+        Err(e) if e.status == StatusCode::NOT_FOUND => {
+            crate::server::read_model_conclusive(&state.read_model).await?;
+            read()
+        }
+        answered => answered,
+    }
 }
 
 /// Operator (or participant) route → plugin command → journal: refused with `P::disabled` when

@@ -523,8 +523,9 @@ async fn a_lagging_node_never_calls_an_account_opened_elsewhere_unknown() {
     // This node's view stops here; DC2 opens bank-a's account 9 and the cluster finalizes it.
     let frozen = node.seq_final();
     gate.store(frozen, Ordering::Release);
-    node.submit_through(CenterId(2), vec![open("ELSEWHERE-OPEN-9", 9)]);
-    final_past(&node, frozen).await;
+    let opening = open("ELSEWHERE-OPEN-9", 9);
+    node.submit_through(CenterId(2), vec![opening.clone()]);
+    node.final_elsewhere(opening.0).await;
     // The node catches up a moment later (its center read the journal at last).
     let release = Arc::clone(&gate);
     tokio::spawn(async move {
@@ -537,8 +538,9 @@ async fn a_lagging_node_never_calls_an_account_opened_elsewhere_unknown() {
     // A node that stays behind says "try again", not "unknown".
     let frozen = node.seq_final();
     gate.store(frozen, Ordering::Release);
-    node.submit_through(CenterId(2), vec![open("ELSEWHERE-OPEN-20", 20)]);
-    final_past(&node, frozen).await;
+    let opening = open("ELSEWHERE-OPEN-20", 20);
+    node.submit_through(CenterId(2), vec![opening.clone()]);
+    node.final_elsewhere(opening.0).await;
     let (status, body) = node.as_ops("GET", "/v1/operator/accounts/20", b"").await;
     assert_eq!((status, body["code"].as_str()), (503, Some("read_model_behind")), "{body}");
     let (status, body) = node.as_ops("GET", "/v1/operator/accounts/20/statement", b"").await;
@@ -555,15 +557,4 @@ async fn a_lagging_node_never_calls_an_account_opened_elsewhere_unknown() {
 
     let bmis = node.finish().await;
     assert_eq!(journaled(&bmis), ["ELSEWHERE-OPEN-9", "LAG-1", "ELSEWHERE-OPEN-20"]);
-}
-
-/// Waits until the cluster has finalized past `seq` (at most 10 s).
-async fn final_past(node: &common::Node, seq: u64) {
-    for _ in 0..1000 {
-        if node.seq_final() > seq {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("the cluster did not finalize past seq {seq} within 10 s");
 }

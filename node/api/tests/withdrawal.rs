@@ -6,12 +6,18 @@
 
 mod common;
 
-use common::{fresh_dir, start, start_withdrawal};
+use common::{fresh_dir, start, start_withdrawal_on, Edge};
+use rtgs_core::entry::{Bmi, CenterId, Payload};
 use rtgs_plugins::WithdrawalConfig;
-use rtgs_withdrawal::command::{AmlVerdict, Screened, WithdrawalCommand};
-use rtgs_withdrawal::types::{AssetId, LedgerAccount, WithdrawalId};
+use rtgs_withdrawal::command::{
+    AmlVerdict, CreateWithdrawal, DestinationType, RequestKind, Screened, WithdrawalCommand,
+};
+use rtgs_withdrawal::operation::{Actor, ActorKind};
+use rtgs_withdrawal::types::{ActorId, AssetId, LedgerAccount, Text, WithdrawalId};
 use rtgs_withdrawal::world::workload::Workload;
 use serde_json::{json, Value};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// An EVM asset in the cluster's EUR, settled to account 2 (the harness's accounts are EUR).
@@ -22,8 +28,12 @@ fn post_body(v: Value) -> Vec<u8> {
 }
 
 async fn node(name: &str) -> common::Node {
+    node_on(name, Edge::default()).await
+}
+
+async fn node_on(name: &str, edge: Edge) -> common::Node {
     let config = WithdrawalConfig { customers: 1, vaults_per_chain: 2, faults: false, ..Default::default() };
-    let node = start_withdrawal(&fresh_dir(name), config.clone()).await;
+    let node = start_withdrawal_on(&fresh_dir(name), config.clone(), edge).await;
     let setup = config.workload().setup_commands(&Workload::demo_settings()).expect("setup fits");
     node.setup_plugin(setup).await;
     // The EUR asset through the operator's route (journaled before any request that uses it).
@@ -447,4 +457,49 @@ async fn a_node_without_the_plugin_answers_withdrawal_disabled() {
     let (status, body) = node.as_ops("GET", "/v1/operator/withdrawals?status=QUEUED", b"").await;
     assert_eq!((status, body["code"].as_str()), (404, Some("withdrawal_disabled")), "{body}");
     node.finish().await;
+}
+
+/// A node that lags and does not know it (`common::Edge::lag`) never calls a withdrawal made
+/// through another center unknown: the read waits until the node holds everything sequenced
+/// before it, or says "try again" (503 `read_model_behind`) — never 404 for what exists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lagging_node_never_calls_a_withdrawal_made_elsewhere_unknown() {
+    let gate = Arc::new(AtomicU64::new(u64::MAX));
+    let node = node_on("withdrawal-lag", Edge { lag: Some(Arc::clone(&gate)), ..Edge::default() }).await;
+    let made_elsewhere = |bmi: &str| {
+        let create = CreateWithdrawal {
+            account: LedgerAccount(1),
+            asset: AssetId(ASSET),
+            amount_minor: 500,
+            destination_type: DestinationType::Whitelisted,
+            destination: Some(Text::new("dest-evm-1", 64).expect("text")),
+            memo: None,
+            kind: RequestKind::Standard,
+            aml: false,
+            notes: None,
+            actor: Actor { kind: ActorKind::Participant, id: ActorId(1) },
+        };
+        let command = WithdrawalCommand::Create(create).to_plugin_command().expect("a command");
+        let bmi = Bmi::new(bmi.as_bytes()).expect("bmi");
+        node.submit_through(CenterId(2), vec![(bmi, Payload::Plugin(command))]);
+        bmi
+    };
+    // Stuck behind: "try again", not "unknown".
+    gate.store(node.seq_final(), Ordering::Release);
+    let id = node.final_elsewhere(made_elsewhere("ELSEWHERE-W-1")).await;
+    let (status, body) = node.as_ops("GET", &format!("/v1/operator/withdrawals/{id}"), b"").await;
+    assert_eq!((status, body["code"].as_str()), (503, Some("read_model_behind")), "{body}");
+    // Catching up a moment later: the withdrawal, to its owner too.
+    let release = Arc::clone(&gate);
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        release.store(u64::MAX, Ordering::Release);
+    });
+    let (status, body) = node.as_a("GET", &format!("/v1/withdrawals/{id}"), b"").await;
+    assert_eq!((status, body["withdrawal"].as_u64()), (200, Some(id)), "{body}");
+    // Caught up, one that does not exist is unknown.
+    let (status, body) =
+        node.as_ops("GET", &format!("/v1/operator/withdrawals/{}", id + 1_000_000), b"").await;
+    assert_eq!((status, body["code"].as_str()), (404, Some("unknown_withdrawal")), "{body}");
+    let _ = node.finish().await;
 }

@@ -160,7 +160,7 @@ async fn set_setting(State(state): State<Arc<AppState>>, request: Request) -> Re
 
 async fn with_plugin<R>(
     state: &AppState,
-    f: impl FnOnce(&CollectionPlugin) -> Result<R, ApiError>,
+    f: impl Fn(&CollectionPlugin) -> Result<R, ApiError>,
 ) -> Result<(R, Seq), ApiError> {
     super::with_plugin(state, f).await
 }

@@ -187,7 +187,7 @@ async fn journal(
 
 async fn with_plugin<R>(
     state: &AppState,
-    f: impl FnOnce(&MatchingPlugin) -> Result<R, ApiError>,
+    f: impl Fn(&MatchingPlugin) -> Result<R, ApiError>,
 ) -> Result<(R, Seq), ApiError> {
     super::with_plugin(state, f).await
 }

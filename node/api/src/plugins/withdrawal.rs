@@ -391,7 +391,7 @@ async fn create(State(state): State<Arc<AppState>>, request: Request) -> Result<
 
 async fn with_plugin<R>(
     state: &AppState,
-    f: impl FnOnce(&WithdrawalPlugin) -> Result<R, ApiError>,
+    f: impl Fn(&WithdrawalPlugin) -> Result<R, ApiError>,
 ) -> Result<(R, Seq), ApiError> {
     super::with_plugin(state, f).await
 }

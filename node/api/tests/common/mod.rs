@@ -12,7 +12,7 @@ use rtgs_api::read_model::{JournalEnd, ReadModel};
 use rtgs_api::server::{Api, EngineLink, FinalThrough};
 use rtgs_collection::adapter::NodeAdapter;
 use rtgs_collection::ChainSim;
-use rtgs_core::client::ClientEvent;
+use rtgs_core::client::{ClientEvent, Notice};
 use rtgs_core::entry::CenterId;
 use rtgs_core::ledger::Ledger;
 use rtgs_core::plugin_host::PluginHost;
@@ -53,6 +53,9 @@ pub struct Node {
     server: Option<tokio::task::JoinHandle<()>>,
     api: std::sync::Arc<Api>,
     cluster: Cluster,
+    /// A lagging node's ([`Edge::lag`]): the final notices of other centers' entries, which its
+    /// API does not hear (a test learns their seqs here).
+    elsewhere: Arc<std::sync::Mutex<Vec<Notice>>>,
 }
 
 /// The error codes `openapi.json` declares: every error answer of every test must be one of them.
@@ -99,29 +102,44 @@ pub async fn start_lagging(dir: &std::path::Path, gate: Arc<AtomicU64>) -> Node 
     start_on(dir, true, None, Edge { lag: Some(gate), ..Edge::default() }).await
 }
 
+/// The notices `lagging` keeps from its API.
+type Elsewhere = Arc<std::sync::Mutex<Vec<Notice>>>;
+
 /// What the API of a production node whose center lags sees — it missed the journal's pushes,
-/// its database was slow — and does not know: its final-through view stops at `gate`, it hears
-/// only its own center's (DC1's) notices, and the journal's end it is told (as the sequencer's
-/// database tells it) is the cluster's true finality.
+/// its database was slow — and does not know: its final-through view stops at `gate`, its own
+/// center's (DC1's) notices come once the gate has passed them, other centers' it never hears,
+/// and the journal's end it is told (as the sequencer's database tells it) is the cluster's true
+/// finality.
 fn lagging(
     events: crossbeam_channel::Receiver<ClientEvent>,
     real: FinalThrough,
     gate: Arc<AtomicU64>,
+    elsewhere: Elsewhere,
 ) -> (crossbeam_channel::Receiver<ClientEvent>, FinalThrough, JournalEnd) {
     let (tx, rx) = crossbeam_channel::bounded(1024);
+    let notices_gate = Arc::clone(&gate);
     std::thread::spawn(move || {
-        while let Ok(event) = events.recv() {
-            let event = match event {
-                ClientEvent::Final(mut notices) => {
-                    notices.retain(|n| n.center == CenterId(1));
-                    if notices.is_empty() {
-                        continue;
-                    }
-                    ClientEvent::Final(notices)
+        let mut held: Vec<Notice> = Vec::new();
+        loop {
+            match events.recv_timeout(std::time::Duration::from_millis(5)) {
+                Ok(ClientEvent::Final(notices)) => {
+                    let (own, other): (Vec<Notice>, Vec<Notice>) =
+                        notices.into_iter().partition(|n| n.center == CenterId(1));
+                    elsewhere.lock().unwrap_or_else(|e| e.into_inner()).extend(other);
+                    held.extend(own);
                 }
-                other => other,
-            };
-            if tx.send(event).is_err() {
+                Ok(other) => {
+                    if tx.send(other).is_err() {
+                        return;
+                    }
+                }
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => return,
+            }
+            let through = notices_gate.load(Ordering::Acquire);
+            let (due, later): (Vec<Notice>, Vec<Notice>) = held.drain(..).partition(|n| n.seq <= through);
+            held = later;
+            if !due.is_empty() && tx.send(ClientEvent::Final(due)).is_err() {
                 return;
             }
         }
@@ -187,10 +205,19 @@ async fn start_matching_with(
 /// [`start`] (accounts set up) with the withdrawal plugin in every center, its effects executed
 /// by the simulated world of `config` (custody, screener, policy engine, one chain per family).
 pub async fn start_withdrawal(dir: &std::path::Path, config: rtgs_plugins::WithdrawalConfig) -> Node {
+    start_withdrawal_on(dir, config, Edge::default()).await
+}
+
+/// [`start_withdrawal`] served on `edge`.
+pub async fn start_withdrawal_on(
+    dir: &std::path::Path,
+    config: rtgs_plugins::WithdrawalConfig,
+    edge: Edge,
+) -> Node {
     let set = rtgs_plugins::PluginsConfig::withdrawal(config);
     let make = set.clone();
     let setup = PluginSetup { make: Box::new(move || make.hosted()), adapter: Box::new(set.adapters()) };
-    start_with(dir, true, Some((setup, set))).await
+    start_on(dir, true, Some((setup, set)), edge).await
 }
 
 /// Where the simulated chain's clock starts.
@@ -231,10 +258,12 @@ async fn start_on(
         Some(_) => rtgs_api::pii::PiiStore::open(&dir.join(PII_FILE)).expect("the PII store opens"),
     };
     let mut read_model = ReadModel::new(Ledger::new(), host);
+    let elsewhere = Elsewhere::default();
     let (events, final_through) = match edge.lag.clone() {
         None => (link.events, link.final_through),
         Some(gate) => {
-            let (events, final_through, end) = lagging(link.events, link.final_through, gate);
+            let (events, final_through, end) =
+                lagging(link.events, link.final_through, gate, Arc::clone(&elsewhere));
             read_model = read_model.with_journal_end(end);
             (events, final_through)
         }
@@ -266,7 +295,7 @@ async fn start_on(
         };
         serving.serve_with(listener, edge.limits, shutdown).await.expect("server runs");
     });
-    Node { addr, dir: dir.to_path_buf(), stop: Some(stop), server: Some(server), api, cluster }
+    Node { addr, dir: dir.to_path_buf(), stop: Some(stop), server: Some(server), api, cluster, elsewhere }
 }
 
 impl Node {
@@ -291,6 +320,25 @@ impl Node {
     /// The cluster's highest final seq (every center's view, whatever the API's is).
     pub fn seq_final(&self) -> u64 {
         (self.cluster.final_through())()
+    }
+
+    /// A lagging node: the seq of `bmi`, submitted through another center, once final there
+    /// (at most 10 s).
+    pub async fn final_elsewhere(&self, bmi: rtgs_core::entry::Bmi) -> u64 {
+        for _ in 0..1000 {
+            let heard = self
+                .elsewhere
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .find(|n| n.bmi == bmi)
+                .map(|n| n.seq);
+            if let Some(seq) = heard {
+                return seq;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!("{bmi:?} was not final within 10 s");
     }
 
     /// The cluster's clock (µs), as entries are stamped.
