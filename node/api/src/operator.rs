@@ -98,11 +98,10 @@ pub(crate) async fn get_entry(
     Path(bmi_text): Path<String>,
     request: Request,
 ) -> Result<Response, ApiError> {
-    authenticated(&state.operators, request).await?;
+    let (operator, _) = authenticated(&state.operators, request).await?;
     let bmi = parse_journaled_bmi(&bmi_text)?;
-    let status = state
-        .tracker
-        .status(bmi)
+    let (status, _) = crate::server::entry_status(&state, bmi, &operator.key_id)
+        .await?
         .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "unknown_transfer", format!("no entry {bmi}")))?;
     let status = crate::server::with_outcome(&state, status).await;
     let mut answer = status_json(bmi, &status);

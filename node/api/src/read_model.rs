@@ -89,10 +89,23 @@ pub type JournalEnd = std::sync::Arc<
         + Sync,
 >;
 
+/// Where the engine keeps every `bmi` it ever sequenced (the production engine: the sequencer's
+/// `sequenced_bmi`): the seq of the entry under a (scoped) `bmi`, `None` if it never was. A status
+/// query then knows a transfer submitted through another center, or before this node started.
+pub type SequencedBmis = std::sync::Arc<
+    dyn Fn(
+            rtgs_core::entry::Bmi,
+        )
+            -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Option<Seq>, String>> + Send>>
+        + Send
+        + Sync,
+>;
+
 pub struct ReadModel {
     books: RwLock<Books>,
     statements: Option<StatementSource>,
     journal_end: Option<JournalEnd>,
+    sequenced_bmis: Option<SequencedBmis>,
     /// The seq of the ledger it started from: outcomes at or below it are the history's.
     seq_start: Seq,
     history: Option<OutcomeHistory>,
@@ -121,6 +134,7 @@ impl ReadModel {
             history: None,
             statements: None,
             journal_end: None,
+            sequenced_bmis: None,
             seq_target: AtomicU64::new(0),
             failure: Mutex::new(None),
         };
@@ -169,6 +183,21 @@ impl ReadModel {
     pub async fn journal_end(&self) -> Option<Result<Seq, String>> {
         match &self.journal_end {
             Some(end) => Some(end().await),
+            None => None,
+        }
+    }
+
+    /// Where the `bmi`s of every entry ever sequenced are looked up ([`SequencedBmis`]).
+    pub fn with_sequenced_bmis(mut self, sequenced: SequencedBmis) -> Self {
+        self.sequenced_bmis = Some(sequenced);
+        self
+    }
+
+    /// The seq of the entry sequenced under `bmi`, from the engine's index (`None`: the engine
+    /// gives none; `Some(Ok(None))`: never sequenced).
+    pub async fn sequenced(&self, bmi: rtgs_core::entry::Bmi) -> Option<Result<Option<Seq>, String>> {
+        match &self.sequenced_bmis {
+            Some(look_up) => Some(look_up(bmi).await),
             None => None,
         }
     }

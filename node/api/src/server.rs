@@ -856,7 +856,7 @@ async fn status_of(state: &AppState, bmi_text: &str, request: Request) -> Result
     let deadline = tokio::time::Instant::now() + Duration::from_secs(wait_s.unwrap_or(0));
     loop {
         let changed = state.tracker.changed();
-        let status = state.tracker.status(bmi).ok_or_else(unknown)?;
+        let (status, tracked) = entry_status(state, bmi, &participant.key_id).await?.ok_or_else(unknown)?;
         // A scoped key is only ever tracked for its participant; anything else is not this
         // participant's and is answered as unknown (never "someone else's").
         if status.owner != participant.key_id {
@@ -866,15 +866,41 @@ async fn status_of(state: &AppState, bmi_text: &str, request: Request) -> Result
         if status.outcome.is_some() || tokio::time::Instant::now() >= deadline {
             return Ok((bmi, status));
         }
-        // Woken by the next notices (then checked again), the deadline, or the server draining
-        // (answered with the status now, as at the deadline).
+        // Woken by the next notices (then checked again) — or, for an entry this API did not
+        // submit (no notice comes for it here), by the read model's pace —, the deadline, or the
+        // server draining (answered with the status now, as at the deadline).
         let mut draining = state.draining.subscribe();
+        let poll = tokio::time::sleep_until(deadline.min(tokio::time::Instant::now() + READ_MODEL_POLL));
         tokio::select! {
-            _ = tokio::time::timeout_at(deadline, changed) => {}
-            _ = draining.wait_for(|d| *d) => {
-                let status = state.tracker.status(bmi).ok_or_else(unknown)?;
-                return Ok((bmi, status));
-            }
+            _ = tokio::time::timeout_at(deadline, changed), if tracked => {}
+            () = poll, if !tracked => {}
+            _ = draining.wait_for(|d| *d) => return Ok((bmi, status)),
+        }
+    }
+}
+
+/// What is known of the entry under (scoped) `bmi`, and whether this API tracks it: the
+/// tracker's record, else — where the engine keeps every `bmi` it ever sequenced
+/// ([`ReadModel::sequenced`], the production engine) — its seq from there, as `owner`'s (a
+/// scoped key is only ever its participant's). A transfer submitted through another center, or
+/// before this node started, or one the tracker forgot, is then answered, not called unknown.
+/// The index not answering is 503 `read_model_behind` (try again), never a wrong "unknown".
+pub(crate) async fn entry_status(
+    state: &AppState,
+    bmi: Bmi,
+    owner: &Arc<str>,
+) -> Result<Option<(Status, bool)>, ApiError> {
+    if let Some(status) = state.tracker.status(bmi) {
+        return Ok(Some((status, true)));
+    }
+    match state.read_model.sequenced(bmi).await {
+        None | Some(Ok(None)) => Ok(None),
+        Some(Ok(Some(seq))) => {
+            Ok(Some((Status { owner: Arc::clone(owner), seq: Some(seq), outcome: None }, false)))
+        }
+        Some(Err(e)) => {
+            let message = format!("the engine's index of transfers could not be read ({e}); try again");
+            Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "read_model_behind", message))
         }
     }
 }

@@ -175,7 +175,7 @@ pub struct ApiInputs {
     /// of any age is answered with.
     pub history: rtgs_pg::center_store::CenterStore,
     /// The sequencer's database, for how far the journal reaches before the API answers "not
-    /// found" ([`journal_end`]).
+    /// found" ([`journal_end`]) and for the seq of any `bmi` ever sequenced ([`sequenced_bmis`]).
     pub sequencer: rtgs_pg::sequencer_store::SequencerStore,
     /// The center stores every statement line: statements are read from its database.
     pub statement_history: bool,
@@ -259,6 +259,25 @@ fn journal_end(store: rtgs_pg::sequencer_store::SequencerStore) -> rtgs_api::rea
     })
 }
 
+/// The seq of the entry under a (scoped) `bmi`, from the sequencer's `sequenced_bmi` (written in
+/// the batch's own transaction: every `bmi` ever sequenced, forever): a status query through this
+/// node for a transfer submitted through another center, or before the node started, is
+/// answered with its seq (and outcome) instead of 404. One unique-index read per query the
+/// tracker cannot answer, on the API's own connections to that database.
+fn sequenced_bmis(store: rtgs_pg::sequencer_store::SequencerStore) -> rtgs_api::read_model::SequencedBmis {
+    let store = Arc::new(store);
+    Arc::new(move |bmi| {
+        let store = Arc::clone(&store);
+        Box::pin(async move {
+            match tokio::time::timeout(API_HISTORY_READ_TIMEOUT, store.known_bmis(&[bmi])).await {
+                Ok(Ok(known)) => Ok(known.get(&bmi).map(|k| k.seq)),
+                Ok(Err(e)) => Err(format!("the sequencer's database: {e}")),
+                Err(_) => Err("the sequencer's database did not answer in time".to_string()),
+            }
+        })
+    })
+}
+
 /// Statements from the center's database: every line it committed (`statement_line`), so a
 /// statement covers the account's whole history, across restarts.
 fn statements(store: rtgs_pg::center_store::CenterStore) -> rtgs_api::read_model::StatementSource {
@@ -294,7 +313,8 @@ pub async fn start(i: ApiInputs) -> Result<Vec<Task>, EngineError> {
     };
     let mut read_model = rtgs_api::read_model::ReadModel::new(i.ledger, i.plugins)
         .with_history(history(i.history.clone()))
-        .with_journal_end(journal_end(i.sequencer));
+        .with_journal_end(journal_end(i.sequencer.clone()))
+        .with_sequenced_bmis(sequenced_bmis(i.sequencer));
     if i.statement_history {
         read_model = read_model.with_statements(statements(i.history));
     }

@@ -215,10 +215,11 @@ pub const SEQUENCER_POOL_CONNECTIONS: usize = 2;
 pub const API_POOL_CONNECTIONS: usize = 2;
 /// How long the API waits for such a read before answering with what it knows (ACSP).
 pub const API_HISTORY_READ_TIMEOUT: Duration = Duration::from_secs(2);
-/// The API's look-ups of how far the journal reaches (the sequencer's `last_seq`, before "not
-/// found" is answered): one at a time, so one connection; each waits at most
+/// The API's look-ups in the sequencer's database — how far the journal reaches (`last_seq`,
+/// before "not found" is answered; one at a time) and the seq of a `bmi` its tracker does not
+/// know (`sequenced_bmi`): their own connections, never the leader's; each waits at most
 /// [`API_HISTORY_READ_TIMEOUT`] too (then 503 `read_model_behind`, try again).
-pub const API_SEQUENCER_POOL_CONNECTIONS: usize = 1;
+pub const API_SEQUENCER_POOL_CONNECTIONS: usize = 2;
 /// The center's gap pulls from `journal_outbox`: their own connections, so a burst of pulls
 /// (the broker down, a center far behind) never delays the leader's records.
 pub const OUTBOX_POOL_CONNECTIONS: usize = 2;

@@ -256,6 +256,11 @@ fn idempotency_belongs_to_the_participant_on_the_production_engine() {
     assert_eq!((used.0, used.1["code"].as_str()), (404, Some("unknown_transfer")), "{}", used.1);
     assert_eq!((used.0, used.1["code"].clone()), (fresh.0, fresh.1["code"].clone()));
     assert!(!used.1.to_string().contains(&seq_rej.to_string()), "{}", used.1);
+    // Status through a center whose API never saw it, no retry: the sequencer's index of every
+    // bmi ever sequenced answers it (B's probe there is still the answer for one nobody used).
+    assert_eq!(status_of(api[1], BANK_A, "REJ"), (Some(seq_rej), Some("RJCT".into()), Some("AM04".into())));
+    let used = call(api[1], BANK_B, "GET", "/v1/transfers/REJ", &Value::Null);
+    assert_eq!((used.0, used.1["code"].as_str()), (404, Some("unknown_transfer")), "{}", used.1);
 
     // A retry through DC3, whose API never saw it: the sequencer's Duplicate, at once.
     let started = Instant::now();
@@ -286,6 +291,9 @@ fn idempotency_belongs_to_the_participant_on_the_production_engine() {
     assert!(started.elapsed() < Duration::from_secs(10), "answered by the engine, not the 10 s wait");
     assert_eq!(status_of(dc1, BANK_A, "REJ"), (Some(seq_rej), Some("RJCT".into()), Some("AM04".into())));
     assert_eq!(status_of(dc1, BANK_A, "SAME"), (Some(seq_a), Some("ACCC".into()), None));
+    // One submitted through DC2 and never retried: known to the restarted DC1 all the same.
+    let st = answer["transfers"][5]["seq"].as_u64().expect("seq");
+    assert_eq!(status_of(dc1, BANK_A, "ST-5"), (Some(st), Some("ACCC".into()), None));
     let (status, conflict) = call(dc1, BANK_A, "POST", "/v1/transfers", &pay("SAME", 1, 2, "5.01"));
     assert_eq!((status, conflict["code"].as_str()), (422, Some("bmi_conflict")), "{conflict}");
     let message = conflict["message"].as_str().unwrap_or("");
