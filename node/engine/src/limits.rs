@@ -263,16 +263,22 @@ pub const PUSH_INBOUND_INTERVAL: Duration = Duration::from_millis(8);
 /// dropped: the topic brings them).
 pub const PUSH_INBOUND_HELD_MAX: usize = 1_024;
 /// With the push path on, a round of a center's publisher that carries only what was pushed
-/// too (acks the center task pushed, notices handed to this node's API in-process) and a round
-/// of the API's store of pushed submissions start at most this often: the broker's copy is
-/// then the record and the backstop, not what a payment waits for, and each produce request
-/// costs the broker here about 1.5 ms of CPU. Anything else (acks or commands not pushed,
-/// re-acks, owner proposals, a window that outgrew its push) goes at once. At 2,000/s on the
-/// three-node cluster those producers sent ≈ 300 requests a second (bench/README.md "Fewer
-/// produce requests"). The leader's journal is not paced: the batches too large to push reach
-/// the centers through the broker alone and race the gap timeout of the pushed batches after
-/// them (see [`PUSHED_STREAM_FETCH_WAIT`]).
+/// too (acks the center task pushed, notices handed to this node's API in-process), a round
+/// of the API's store of pushed submissions, and the leader's journal batches the push path
+/// announced go to the broker at most this often: the broker's copy is then the record and
+/// the backstop, not what a payment waits for, and each produce request costs the broker here
+/// about 1.5 ms of CPU. Anything else (acks, commands or journal batches not pushed, re-acks,
+/// owner proposals, a window that outgrew its push) goes at once — the leader's after the
+/// batches it held, so the topic keeps seq order and a batch that only the broker carries never
+/// waits for the pace. At 2,000/s on the three-node cluster those producers sent ≈ 380
+/// requests a second (bench/README.md "Fewer produce requests"). A pushed batch whose notice a
+/// center missed reaches it within a pace, the leader's inbound wait and two fetch waits.
 pub const BACKSTOP_PACE: Duration = Duration::from_millis(50);
+// A pushed batch a center missed comes by the broker before its gap timeout.
+const _: () = assert!(
+    BACKSTOP_PACE.as_micros() + INBOUND_WAIT_LEADING.as_micros() + 2 * PUSHED_STREAM_FETCH_WAIT.as_micros()
+        < core::GAP_TIMEOUT_US as u128
+);
 // A notice handed over in-process is remembered until the topic's copy has come (a paced round,
 // a fetch wait or two): at 200,000 a second, for four paces.
 const _: () = assert!(LOCAL_NOTICES_REMEMBERED as u128 * 1_000 / (4 * BACKSTOP_PACE.as_millis()) >= 200_000);

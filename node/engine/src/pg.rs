@@ -124,28 +124,28 @@ impl PgRetry {
 
     /// A write whose outcome may be lost with its connection: after a failure without answer,
     /// `done` (retried like any call) says whether it happened anyway; only if not is it tried
-    /// again. Returns whether the write's own answer was seen (`false`: settled by reading back).
-    pub async fn write<W, WFut, D, DFut>(
+    /// again. Returns the write's own answer if it was seen (`None`: settled by reading back).
+    pub async fn write<T, W, WFut, D, DFut>(
         &self,
         what: &str,
         mut write: W,
         mut done: D,
-    ) -> Result<bool, StoreError>
+    ) -> Result<Option<T>, StoreError>
     where
         W: FnMut() -> WFut,
-        WFut: Future<Output = Result<(), StoreError>>,
+        WFut: Future<Output = Result<T, StoreError>>,
         D: FnMut() -> DFut,
         DFut: Future<Output = Result<bool, StoreError>>,
     {
         loop {
             match write().await {
-                Ok(()) => return Ok(true),
+                Ok(answer) => return Ok(Some(answer)),
                 Err(e) if is_unavailable(&e) => {
                     tracing::warn!(who = %self.who, "{what}: {e}; reading back whether it happened, then again");
                     self.retries.fetch_add(1, Ordering::Relaxed);
                     tokio::time::sleep(PG_RETRY_PAUSE).await;
                     if self.call(what, &mut done).await? {
-                        return Ok(false);
+                        return Ok(None);
                     }
                 }
                 Err(e) => return Err(e),
@@ -264,7 +264,7 @@ mod tests {
                 || async { Ok(true) },
             )
             .await;
-        assert_eq!(answered.ok(), Some(false), "settled by reading back");
+        assert_eq!(answered.ok(), Some(None::<()>), "settled by reading back");
         assert_eq!((writes.load(Ordering::Relaxed), retries.load(Ordering::Relaxed)), (1, 1));
         // It did not happen: written again, and this time answered.
         let answered = r
@@ -281,7 +281,7 @@ mod tests {
                 || async { Ok(false) },
             )
             .await;
-        assert_eq!(answered.ok(), Some(true));
+        assert_eq!(answered.ok(), Some(Some(())));
         assert_eq!((writes.load(Ordering::Relaxed), retries.load(Ordering::Relaxed)), (3, 2));
     }
 }

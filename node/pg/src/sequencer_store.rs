@@ -355,8 +355,9 @@ impl SequencerStore {
     /// Records one batch durably (before it may be published), its `bmi`s in the same
     /// transaction. `Err(Fenced)` means: step down; `Err(BmiSequenced)`: a `bmi` of the batch
     /// was sequenced before, nothing was recorded — the leader sequences the batch again with
-    /// [`SequencerStore::known_bmis`]' answers.
-    pub async fn record_batch(&self, batch: &OutboxBatch, inbound_offset: i64) -> Result<(), StoreError> {
+    /// [`SequencerStore::known_bmis`]' answers. `Ok(true)`: the batch was announced on
+    /// [`JOURNAL_CHANNEL`] too (it fit [`JOURNAL_NOTICES_MAX`] notices).
+    pub async fn record_batch(&self, batch: &OutboxBatch, inbound_offset: i64) -> Result<bool, StoreError> {
         let entries = decode_batch(batch)?;
         let bmis = BmiRows::of(&entries)?;
         let (first, last) = (to_i64(batch.seq_first)?, to_i64(batch.seq_last)?);
@@ -420,7 +421,7 @@ impl SequencerStore {
         }
         r_notices?;
         tx.commit().await?;
-        Ok(())
+        Ok(!notices.is_empty())
     }
 
     /// Marks every batch starting at or below `seq_first` as published.

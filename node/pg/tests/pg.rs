@@ -642,18 +642,22 @@ async fn every_bmi_ever_recorded_is_known_and_never_recorded_twice() {
     // A participant's scoped key is 43 bytes at most (migration 0005): recorded and known.
     let longest = "~".to_string() + &"K".repeat(rtgs_core::limits::BMI_BYTES_MAX - 1);
     let (b, _) = transfers(e.last_seq + 1, &[longest.as_str()], e.epoch);
-    store.record_batch(&b, 301).await.unwrap_or_else(|e| panic!("a 43-byte bmi is recorded: {e}"));
+    let announced =
+        store.record_batch(&b, 301).await.unwrap_or_else(|e| panic!("a 43-byte bmi is recorded: {e}"));
+    assert!(announced, "a batch of one transfer is announced on the push path");
     let key = Bmi::new(longest.as_bytes()).unwrap_or_else(|_| unreachable!());
     assert_eq!(
         store.known_bmis(&[key]).await.map(|k| k.get(&key).map(|k| k.seq)).ok().flatten(),
         Some(b.seq_last)
     );
-    // A large batch is recorded whole (its bmis COPYed after the pipeline).
-    let many: Vec<String> =
-        (0..rtgs_pg::sequencer_store::PIPELINED_BMIS_MAX + 10).map(|i| format!("BIG-{i}")).collect();
+    // A large batch is recorded whole (its bmis COPYed after the pipeline), and too large for
+    // the push path's notices (≈ 600 transfers).
+    let many: Vec<String> = (0..1_000).map(|i| format!("BIG-{i}")).collect();
+    assert!(many.len() > rtgs_pg::sequencer_store::PIPELINED_BMIS_MAX);
     let refs: Vec<&str> = many.iter().map(String::as_str).collect();
     let (large, _) = transfers(b.seq_last + 1, &refs, e.epoch);
-    store.record_batch(&large, 302).await.unwrap_or_else(|e| panic!("a large batch: {e}"));
+    let announced = store.record_batch(&large, 302).await.unwrap_or_else(|e| panic!("a large batch: {e}"));
+    assert!(!announced, "a batch beyond the journal notices is the broker's alone");
     let last_big = Bmi::new(many[many.len() - 1].as_bytes()).unwrap_or_else(|_| unreachable!());
     assert_eq!(
         store.known_bmis(&[last_big]).await.map(|k| k.get(&last_big).map(|k| k.seq)).ok().flatten(),

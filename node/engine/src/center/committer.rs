@@ -95,7 +95,7 @@ impl Committer {
         self.stats.seq_committed.store(last, Ordering::Relaxed);
         self.stats.batches_committed.fetch_add(1, Ordering::Relaxed);
         // A commit settled by reading the watermark back is not timed.
-        if answered {
+        if answered.is_some() {
             self.metrics.committed(&job.commit.entries, started.elapsed(), crate::clock::wall_us());
         }
         // Its acks may go out now (the `Center` releases them).
