@@ -539,8 +539,9 @@ fn admissible(participant: &Participant, req: &TransferRequest) -> Result<(Bmi, 
 /// an account closed after this check is still rejected at apply (RJCT AC04) — so this only keeps
 /// plainly wrong requests out of the journal. One look-up of all of them without waiting; if an
 /// account is not found, a second once the read model holds everything sequenced so far
-/// ([`read_model_conclusive`]: it may have been opened just now, through another center). A `bmi` the tracker knows is not checked: a retry gets its original answer,
-/// whatever happened to the accounts since.
+/// ([`read_model_conclusive`]: it may have been opened just now, through another center). A
+/// `bmi` the tracker knows is not checked: a retry gets its original answer, whatever happened
+/// to the accounts since.
 async fn check_accounts(
     state: &AppState,
     transfers: &[(Bmi, Transfer)],

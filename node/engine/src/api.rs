@@ -14,7 +14,9 @@
 //!   tracker ignores `bmi`s it did not submit. A retry of a `bmi` the tracker no longer knows
 //!   (evicted, or before a restart) is therefore answered with its original seq at once, and its
 //!   status with the outcome: from the read model, or — final before the node started — from
-//!   the center's `applied_batch` (the read model's history, [`history`]).
+//!   the center's `applied_batch` (the read model's history, [`history`]). A status query for a
+//!   `bmi` the tracker does not know — submitted through another center, before the node
+//!   started — reads its seq from the sequencer's `sequenced_bmi` ([`sequenced_bmis`]).
 //! * **Balances, statements and plugin reads**: the read model starts from the ledger and the
 //!   plugin state stored at start (one seq: they are committed together; its plugin replica is
 //!   the node's plugin set, restored from the center's checkpoints) and is
@@ -230,9 +232,9 @@ fn history(store: rtgs_pg::center_store::CenterStore) -> rtgs_api::read_model::O
 /// any center may see an entry, so every entry answered final anywhere is at or below it. This
 /// node's own finality is its center's view, late when the center lags — the read model waits
 /// for this end before "unknown account" is answered (`rtgs_api::server::read_model_conclusive`).
-/// Asked only then; an ask that comes while one is out waits for it and shares the next one
-/// started after it, so a flood of unknown accounts keeps at most one query on the shared
-/// database in flight.
+/// Asked only then, one query at a time: an ask that comes while one is out waits for it and
+/// takes the newest answer if that query started after the ask came, else asks once more — a
+/// flood of unknown accounts keeps at most one query on the shared database in flight.
 fn journal_end(store: rtgs_pg::sequencer_store::SequencerStore) -> rtgs_api::read_model::JournalEnd {
     let shared = Arc::new((store, tokio::sync::Mutex::new(None::<(tokio::time::Instant, Seq)>)));
     Arc::new(move || {
