@@ -91,8 +91,9 @@ pub(crate) async fn close_account(
     Ok(accepted(bmi, seq))
 }
 
-/// Any tracked entry's status (operators see every participant's, under its journaled `bmi`: a
-/// participant's scoped key, [`crate::scope`]).
+/// Any entry's status — tracked here, or (the production engine) any ever sequenced
+/// ([`crate::server::entry_status`]) — operators see every participant's, under its journaled
+/// `bmi`: a participant's scoped key, [`crate::scope`].
 pub(crate) async fn get_entry(
     State(state): State<Arc<AppState>>,
     Path(bmi_text): Path<String>,
