@@ -101,6 +101,30 @@ pub type SequencedBmis = std::sync::Arc<
         + Sync,
 >;
 
+/// [`SequencedBmis`] over an engine that answers on a channel (the embedded engine's sequencer
+/// thread): `ask` sends the question (`Err`: not asked — a full queue, a stopped engine), the
+/// answer is awaited off the async threads, at most [`crate::limits::READ_MODEL_WAIT`].
+pub fn sequenced_bmis_asked(
+    ask: impl Fn(rtgs_core::entry::Bmi) -> Result<crossbeam_channel::Receiver<Result<Option<Seq>, String>>, String>
+        + Send
+        + Sync
+        + 'static,
+) -> SequencedBmis {
+    let wait = crate::limits::READ_MODEL_WAIT;
+    std::sync::Arc::new(move |bmi| {
+        let asked = ask(bmi);
+        Box::pin(async move {
+            let answer = asked?;
+            let waited = tokio::task::spawn_blocking(move || answer.recv_timeout(wait)).await;
+            match waited {
+                Ok(Ok(answer)) => answer,
+                Ok(Err(_)) => Err(format!("the engine did not answer within {} ms", wait.as_millis())),
+                Err(e) => Err(format!("the question was lost: {e}")),
+            }
+        })
+    })
+}
+
 pub struct ReadModel {
     books: RwLock<Books>,
     statements: Option<StatementSource>,

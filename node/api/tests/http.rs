@@ -86,7 +86,18 @@ async fn after_a_restart_the_engine_still_answers_retries_and_conflicts() {
     node.stop().await;
 
     // The API's own memory is gone; the sequencer's dedupe window is rebuilt from the journal.
+    // A status query before any retry: the engine's index of every bmi ever sequenced answers
+    // it (the seq; the outcome from the read model); another participant's probe is 404 as
+    // for one nobody used.
     let node = start(&dir, false).await;
+    let (status, body) = node.as_a("GET", "/v1/transfers/X-1?wait_s=10", b"").await;
+    assert_eq!(
+        (status, body["status"].as_str(), body["seq"].as_u64()),
+        (200, Some("ACCC"), first.1["seq"].as_u64()),
+        "{body}"
+    );
+    let (status, body) = node.as_b("GET", "/v1/transfers/X-1", b"").await;
+    assert_eq!((status, body["code"].as_str()), (404, Some("unknown_transfer")), "{body}");
     let again = node.as_a("POST", "/v1/transfers", &transfer("X-1", 1, 2, "7.00")).await;
     assert_eq!(again, first);
     // And its status is the original outcome at once (from the read model, not a new notice).

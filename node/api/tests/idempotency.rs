@@ -160,7 +160,12 @@ async fn a_retry_the_tracker_forgot_gets_its_original_seq_and_outcome_at_once() 
             202
         );
     }
-    assert_eq!(node.as_a("GET", "/v1/transfers/OLD-OK", b"").await.0, 404, "forgotten by the tracker");
+    // Forgotten by the tracker, not by the engine: its index of every bmi ever sequenced
+    // answers a status query with the seq, the read model with the outcome.
+    let (_, ok) = node.as_a("GET", "/v1/transfers/OLD-OK", b"").await;
+    assert_eq!((ok["seq"].as_u64(), ok["status"].as_str()), (Some(seq_ok), Some("ACCC")), "{ok}");
+    let (status, never) = node.as_a("GET", "/v1/transfers/NEVER-USED", b"").await;
+    assert_eq!((status, never["code"].as_str()), (404, Some("unknown_transfer")), "{never}");
 
     // The retries: the engine knows them; answered at once (not after the 10 s seq wait) with
     // the original seq, and the status is the original outcome.

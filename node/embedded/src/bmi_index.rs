@@ -1087,6 +1087,22 @@ impl BmiIndex {
         Ok(resolved)
     }
 
+    /// What was sequenced under `bmi`, if anything (a status question: unlike [`Self::resolve`]
+    /// it adds nothing to the filter).
+    pub fn known(&mut self, bmi: &Bmi) -> Result<Option<Known>, BmiIndexError> {
+        if bmi.is_none() {
+            return Ok(None);
+        }
+        self.absorb();
+        let key = self.key_of(bmi);
+        self.stats.lookups += 1;
+        if !self.filter.contains(key) {
+            return Ok(None);
+        }
+        self.stats.filter_positives += 1;
+        self.find(key, bmi)
+    }
+
     /// A filter positive: the recent generations, then frozen ones, then the runs (newest first),
     /// each candidate confirmed by the journal.
     fn find(&mut self, key: u64, bmi: &Bmi) -> Result<Option<Known>, BmiIndexError> {

@@ -3,7 +3,7 @@
 //! events, and the journal's entries for a read model ([`JournalFeed`] tails the journal files)
 //! with the highest seq known final.
 
-use crate::cluster::{Cluster, Submitter};
+use crate::cluster::{BmiQueries, Cluster, Submitter};
 use crate::journal::JournalReader;
 use crossbeam_channel::Receiver;
 use rtgs_core::client::{ClientEvent, EngineSubmit, EntryFeed, Fed};
@@ -19,6 +19,9 @@ pub struct ClientLink {
     pub feed: JournalFeed,
     /// The highest seq known final (or durable in the journal when the cluster started).
     pub final_through: Arc<dyn Fn() -> Seq + Send + Sync>,
+    /// What was sequenced under a `bmi` (a status query for an entry the client did not submit,
+    /// or submitted before a restart).
+    pub bmi_queries: BmiQueries,
 }
 
 impl Cluster {
@@ -29,6 +32,7 @@ impl Cluster {
             events: self.events().clone(),
             feed: JournalFeed::new(self.journal_dir(), 1),
             final_through: self.final_through(),
+            bmi_queries: self.bmi_queries(),
         }
     }
 }

@@ -46,7 +46,7 @@ use crate::limits::*;
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender, TryRecvError, TrySendError};
 use rtgs_core::center::CenterConfig;
 use rtgs_core::codec;
-use rtgs_core::entry::{CenterId, Command, Entry, Seq};
+use rtgs_core::entry::{Bmi, CenterId, Command, Entry, Seq};
 use rtgs_core::ledger::Applied;
 use rtgs_core::limits::SEQUENCER_BATCH_ENTRIES_MAX;
 use rtgs_core::plugin::{Effect, EffectAdapter, HostedPlugin};
@@ -122,6 +122,37 @@ impl Default for Clock {
 pub struct Submission {
     pub commands: Vec<Command>,
     pub submitted_at_us: Vec<u64>,
+}
+
+/// The answer to a [`BmiQueries::ask`]: the seq of the entry sequenced under the `bmi`, `None` if
+/// none ever was (`Err`: the index could not be read).
+pub type BmiAnswer = Result<Option<Seq>, String>;
+
+/// A status question for the sequencer thread, which owns the index of every `bmi` ever
+/// sequenced (`BmiIndex`): answered between two of its batches.
+struct BmiQuery {
+    bmi: Bmi,
+    reply: Sender<BmiAnswer>,
+}
+
+/// Asks the sequencer thread what was sequenced under a `bmi` (a client's status query for an
+/// entry it did not submit, or submitted before a restart).
+#[derive(Clone)]
+pub struct BmiQueries {
+    tx: Sender<BmiQuery>,
+}
+
+impl BmiQueries {
+    /// The answer comes on the returned receiver; `Err` when the queue of questions is full
+    /// ([`BMI_QUERY_QUEUE`]) or the cluster stopped.
+    pub fn ask(&self, bmi: Bmi) -> Result<Receiver<BmiAnswer>, String> {
+        let (reply, answer) = bounded(1);
+        self.tx.try_send(BmiQuery { bmi, reply }).map_err(|e| match e {
+            TrySendError::Full(_) => "too many status questions are waiting".to_string(),
+            TrySendError::Disconnected(_) => "the engine is stopped".to_string(),
+        })?;
+        Ok(answer)
+    }
 }
 
 /// A durable batch as delivered to every center.
@@ -301,6 +332,7 @@ pub struct Cluster {
     journal_dir: PathBuf,
     submitter: Option<Submitter>,
     events: Receiver<ClientEvent>,
+    bmi_queries: BmiQueries,
     sequencer: Option<JoinHandle<Result<(BmiIndexStats, u64), String>>>,
     writer: Option<JoinHandle<Result<Seq, String>>>,
     centers: Vec<JoinHandle<Result<CenterReport, String>>>,
@@ -390,6 +422,7 @@ impl Cluster {
         let (effects_tx, effects_rx) = bounded::<ToAdapter>(EFFECT_QUEUE_BATCHES);
 
         let (submit_tx, submit_rx) = bounded(SUBMIT_QUEUE_SUBMISSIONS);
+        let (query_tx, query_rx) = bounded(BMI_QUERY_QUEUE);
         let (write_tx, write_rx) = bounded(WRITE_QUEUE_BATCHES);
         let (events_tx, events_rx) = bounded(EVENT_QUEUE_BATCHES);
         let (ckpt_tx, ckpt_rx) = bounded::<CheckpointJob>(config.centers);
@@ -403,7 +436,7 @@ impl Cluster {
             let events = events_tx.clone();
             let clock = Arc::clone(&clock);
             spawn("sequencer".into())
-                .spawn(move || run_sequencer(sequencer, index, submit_rx, write_tx, events, clock))
+                .spawn(move || run_sequencer(sequencer, index, submit_rx, query_rx, write_tx, events, clock))
                 .map_err(StartError::Thread)?
         };
         let writer_thread = spawn("journal".into())
@@ -416,6 +449,7 @@ impl Cluster {
                 .map_err(StartError::Thread)?
         };
         let submitter = Submitter { tx: submit_tx, clock: Arc::clone(&clock) };
+        let bmi_queries = BmiQueries { tx: query_tx };
         let adapter_thread = match adapter {
             Some(adapter) => {
                 let (submitter, shared) = (submitter.clone(), Arc::clone(&shared));
@@ -468,6 +502,7 @@ impl Cluster {
             adapter: adapter_thread,
             shared,
             events: events_rx,
+            bmi_queries,
             sequencer: Some(seq_thread),
             writer: Some(writer_thread),
             centers,
@@ -493,6 +528,11 @@ impl Cluster {
 
     pub fn events(&self) -> &Receiver<ClientEvent> {
         &self.events
+    }
+
+    /// Status questions by `bmi` to the sequencer thread.
+    pub fn bmi_queries(&self) -> BmiQueries {
+        self.bmi_queries.clone()
     }
 
     pub fn recovery(&self) -> &Recovery {
@@ -588,6 +628,7 @@ fn run_sequencer(
     mut sequencer: Sequencer,
     mut index: BmiIndex,
     rx: Receiver<Submission>,
+    mut queries: Receiver<BmiQuery>,
     tx: Sender<WriteJob>,
     events: Sender<ClientEvent>,
     clock: Arc<Clock>,
@@ -597,11 +638,26 @@ fn run_sequencer(
     let mut lookups = Vec::new();
     let mut new_keys = Vec::new();
     let mut ticks = 0u64;
+    // A status question sees every batch sequenced before it (the index records each at once).
+    let answer = |index: &mut BmiIndex, q: BmiQuery| {
+        let known = index.known(&q.bmi).map(|k| k.map(|k| k.seq)).map_err(|e| e.to_string());
+        let _ = q.reply.send(known); // the asker may have given up
+    };
     loop {
-        let first = match rx.recv_timeout(Duration::from_millis(100)) {
-            Ok(s) => Some(s),
-            Err(RecvTimeoutError::Timeout) => None,
-            Err(RecvTimeoutError::Disconnected) => return Ok((index.stats(), ticks)),
+        let first = crossbeam_channel::select! {
+            recv(rx) -> s => match s {
+                Ok(s) => Some(s),
+                Err(_) => return Ok((index.stats(), ticks)),
+            },
+            recv(queries) -> q => {
+                match q {
+                    Ok(q) => answer(&mut index, q),
+                    // Nobody can ask any more: stop listening.
+                    Err(_) => queries = crossbeam_channel::never(),
+                }
+                None
+            },
+            default(Duration::from_millis(100)) => None,
         };
         let now = clock.now_us();
         let mut entries = Vec::new();
@@ -634,6 +690,10 @@ fn run_sequencer(
                 }
             }
             next = if entries.len() < SEQUENCER_BATCH_ENTRIES_MAX { rx.try_recv().ok() } else { None };
+        }
+        // Questions that came under load, a bounded number per batch.
+        for q in queries.try_iter().take(BMI_QUERY_QUEUE) {
+            answer(&mut index, q);
         }
         // Time never stops: a tick at least every interval, with a full batch as when idle.
         if let Some(tick) = sequencer.poll_tick(now) {

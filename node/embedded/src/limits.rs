@@ -6,6 +6,9 @@ use rtgs_core::limits::{FINALIZER_WINDOW_SEQS, GAP_BUFFER_SLOTS, SEQUENCER_BATCH
 pub const SUBMISSION_COMMANDS_MAX: usize = 1_024;
 /// Submissions waiting for the sequencer.
 pub const SUBMIT_QUEUE_SUBMISSIONS: usize = 32;
+/// Status questions by `bmi` waiting for the sequencer thread (`BmiQueries`); a full queue is
+/// "try again" to the asker. At most this many are answered between two batches.
+pub const BMI_QUERY_QUEUE: usize = 64;
 /// Sequenced batches waiting for the journal writer.
 pub const WRITE_QUEUE_BATCHES: usize = 8;
 /// Durable batches waiting for one center to apply them.

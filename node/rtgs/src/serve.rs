@@ -185,11 +185,14 @@ pub fn start_api(
     pii: rtgs_api::pii::PiiStore,
 ) -> Api {
     let link = cluster.client_link();
+    // A status query for a bmi the API's tracker does not know asks the sequencer thread.
+    let (queries, host) = (link.bmi_queries, plugins.host(CenterId(0)));
+    let sequenced = rtgs_api::read_model::sequenced_bmis_asked(move |bmi| queries.ask(bmi));
     Api::start_linked_with_pii(
         EngineLink {
             submit: Arc::new(link.submit),
             events: link.events,
-            read_model: ReadModel::new(Ledger::new(), plugins.host(CenterId(0))),
+            read_model: ReadModel::new(Ledger::new(), host).with_sequenced_bmis(sequenced),
             feed: Box::new(link.feed),
             final_through: link.final_through,
         },

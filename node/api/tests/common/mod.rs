@@ -257,7 +257,10 @@ async fn start_on(
         None => rtgs_api::pii::PiiStore::in_memory(),
         Some(_) => rtgs_api::pii::PiiStore::open(&dir.join(PII_FILE)).expect("the PII store opens"),
     };
-    let mut read_model = ReadModel::new(Ledger::new(), host);
+    // As `rtgs serve` does: a status query for a bmi the tracker does not know asks the engine.
+    let queries = link.bmi_queries;
+    let sequenced = rtgs_api::read_model::sequenced_bmis_asked(move |bmi| queries.ask(bmi));
+    let mut read_model = ReadModel::new(Ledger::new(), host).with_sequenced_bmis(sequenced);
     let elsewhere = Elsewhere::default();
     let (events, final_through) = match edge.lag.clone() {
         None => (link.events, link.final_through),

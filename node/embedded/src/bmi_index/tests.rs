@@ -124,6 +124,14 @@ fn a_retry_older_than_memory_gets_its_original_seq_and_a_different_content_confl
         .current
         .get(rig.index.key_of(&ok(Bmi::new(b"FIRST"))), &ok(Bmi::new(b"FIRST")))
         .is_none());
+    // A status question finds it too (on disk), and one never used is not found and not added:
+    // sequenced afterwards, it is new.
+    let bmi = |text: &str| ok(Bmi::new(text.as_bytes()));
+    assert_eq!(ok(rig.index.known(&bmi("FIRST"))).map(|k| k.seq), Some(1));
+    assert_eq!(ok(rig.index.known(&bmi("N59-19"))).map(|k| k.seq), Some(1201));
+    assert_eq!(ok(rig.index.known(&bmi("ASKED-FIRST"))), None);
+    assert_eq!(rig.submit(vec![transfer("ASKED-FIRST", 1)]), vec![Admission::Sequenced(1202)]);
+    assert_eq!(ok(rig.index.known(&bmi("ASKED-FIRST"))).map(|k| k.seq), Some(1202));
     let answers = rig.submit(vec![transfer("FIRST", 7), transfer("FIRST", 8), transfer("N3-4", 1)]);
     assert_eq!(answers, vec![Admission::Duplicate(1), Admission::Conflict(1), Admission::Duplicate(66)]);
     let stats = rig.index.stats();
