@@ -135,6 +135,40 @@ struct BmiQuery {
     reply: Sender<BmiAnswer>,
 }
 
+/// Status questions in the sequencer thread: answered from the index, a seq only once it is final
+/// (durable: a crash before its sync would lose the entry and give its seq to another); until
+/// then the answer waits here, at most [`BMI_QUERY_QUEUE`] of them ("try again" beyond).
+#[derive(Default)]
+struct Questions {
+    waiting: Vec<(Sender<BmiAnswer>, Seq)>,
+}
+
+impl Questions {
+    fn ask(&mut self, index: &mut BmiIndex, q: BmiQuery, final_through: Seq) {
+        let answer = match index.known(&q.bmi) {
+            Ok(Some(k)) if k.seq > final_through => {
+                if self.waiting.len() < BMI_QUERY_QUEUE {
+                    self.waiting.push((q.reply, k.seq));
+                    return;
+                }
+                Err("too many status questions are waiting".to_string())
+            }
+            known => known.map(|k| k.map(|k| k.seq)).map_err(|e| e.to_string()),
+        };
+        let _ = q.reply.send(answer); // the asker may have given up
+    }
+
+    fn release(&mut self, final_through: Seq) {
+        self.waiting.retain(|(reply, seq)| {
+            let due = *seq <= final_through;
+            if due {
+                let _ = reply.send(Ok(Some(*seq)));
+            }
+            !due
+        });
+    }
+}
+
 /// Asks the sequencer thread what was sequenced under a `bmi` (a client's status query for an
 /// entry it did not submit, or submitted before a restart).
 #[derive(Clone)]
@@ -433,10 +467,16 @@ impl Cluster {
 
         let spawn = |name: String| std::thread::Builder::new().name(name);
         let seq_thread = {
-            let events = events_tx.clone();
-            let clock = Arc::clone(&clock);
+            let links = SequencerLinks {
+                submissions: submit_rx,
+                queries: query_rx,
+                journal: write_tx,
+                events: events_tx.clone(),
+                clock: Arc::clone(&clock),
+                shared: Arc::clone(&shared),
+            };
             spawn("sequencer".into())
-                .spawn(move || run_sequencer(sequencer, index, submit_rx, query_rx, write_tx, events, clock))
+                .spawn(move || run_sequencer(sequencer, index, links))
                 .map_err(StartError::Thread)?
         };
         let writer_thread = spawn("journal".into())
@@ -624,26 +664,34 @@ fn recover_sequencer(tail: &JournalTail, now_us: u64) -> Sequencer {
     sequencer
 }
 
+/// What the sequencer thread reads from and writes to.
+struct SequencerLinks {
+    submissions: Receiver<Submission>,
+    queries: Receiver<BmiQuery>,
+    journal: Sender<WriteJob>,
+    events: Sender<ClientEvent>,
+    clock: Arc<Clock>,
+    shared: Arc<Shared>,
+}
+
 fn run_sequencer(
     mut sequencer: Sequencer,
     mut index: BmiIndex,
-    rx: Receiver<Submission>,
-    mut queries: Receiver<BmiQuery>,
-    tx: Sender<WriteJob>,
-    events: Sender<ClientEvent>,
-    clock: Arc<Clock>,
+    links: SequencerLinks,
 ) -> Result<(BmiIndexStats, u64), String> {
+    let SequencerLinks { submissions: rx, mut queries, journal: tx, events, clock, shared } = links;
     let mut admissions = Vec::new();
     let mut bmis = Vec::new();
     let mut lookups = Vec::new();
     let mut new_keys = Vec::new();
     let mut ticks = 0u64;
     // A status question sees every batch sequenced before it (the index records each at once).
-    let answer = |index: &mut BmiIndex, q: BmiQuery| {
-        let known = index.known(&q.bmi).map(|k| k.map(|k| k.seq)).map_err(|e| e.to_string());
-        let _ = q.reply.send(known); // the asker may have given up
-    };
+    let mut questions = Questions::default();
+    let final_through = || shared.final_through.load(Ordering::Acquire);
     loop {
+        // Answers waiting for finality are looked at again soon, not at the idle pace.
+        let idle =
+            if questions.waiting.is_empty() { Duration::from_millis(100) } else { Duration::from_millis(2) };
         let first = crossbeam_channel::select! {
             recv(rx) -> s => match s {
                 Ok(s) => Some(s),
@@ -651,13 +699,13 @@ fn run_sequencer(
             },
             recv(queries) -> q => {
                 match q {
-                    Ok(q) => answer(&mut index, q),
+                    Ok(q) => questions.ask(&mut index, q, final_through()),
                     // Nobody can ask any more: stop listening.
                     Err(_) => queries = crossbeam_channel::never(),
                 }
                 None
             },
-            default(Duration::from_millis(100)) => None,
+            default(idle) => None,
         };
         let now = clock.now_us();
         let mut entries = Vec::new();
@@ -693,8 +741,9 @@ fn run_sequencer(
         }
         // Questions that came under load, a bounded number per batch.
         for q in queries.try_iter().take(BMI_QUERY_QUEUE) {
-            answer(&mut index, q);
+            questions.ask(&mut index, q, final_through());
         }
+        questions.release(final_through());
         // Time never stops: a tick at least every interval, with a full batch as when idle.
         if let Some(tick) = sequencer.poll_tick(now) {
             entries.push(tick);

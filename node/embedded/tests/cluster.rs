@@ -330,3 +330,65 @@ fn a_retry_older_than_any_in_memory_window_gets_its_original_seq() {
     assert_eq!(commands_journaled(&dir), journaled, "nothing journaled for the retries (ticks aside)");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A status question (`BmiQueries`, what the API asks for a `bmi` its tracker does not know)
+/// names a seq only once the entry is final — a crash before its sync could give a seq still in
+/// flight to another entry — and knows every `bmi` ever sequenced, after a restart too.
+#[test]
+fn a_status_question_names_a_seq_only_once_final_and_survives_a_restart() {
+    let dir = tempdir("question");
+    let config = ClusterConfig::new(&dir);
+    let cluster = Cluster::start(&config).unwrap_or_else(|e| panic!("{e}"));
+    run(&cluster, setup(5, "Q"), 10);
+    let (queries, final_through) = (cluster.bmi_queries(), cluster.final_through());
+    // The client's side of the events, drained meanwhile (the cluster waits on a full queue).
+    let events = cluster.events().clone();
+    let drained = std::thread::spawn(move || {
+        let mut finals = Vec::new();
+        while finals.len() < 2_000 {
+            match events.recv_timeout(Duration::from_secs(30)) {
+                Ok(ClientEvent::Final(n)) => finals.extend(n),
+                Ok(_) => {}
+                Err(e) => panic!("waiting for the finals: {e}"),
+            }
+        }
+        finals
+    });
+    let batch = transfers(5, 2_000, "ASK");
+    let asked: Vec<Bmi> = batch.iter().rev().step_by(50).map(|c| c.bmi).collect();
+    let submitter = cluster.submitter();
+    for chunk in batch.chunks(500) {
+        submitter.submit(chunk.to_vec()).unwrap_or_else(|e| panic!("{e}"));
+    }
+    for bmi in &asked {
+        let seq = loop {
+            let answer = queries.ask(*bmi).unwrap_or_else(|e| panic!("{e}"));
+            match answer.recv_timeout(Duration::from_secs(10)).unwrap_or_else(|e| panic!("{e}")) {
+                Ok(Some(seq)) => break seq,
+                Ok(None) => std::thread::sleep(Duration::from_millis(1)), // not sequenced yet
+                Err(e) => panic!("{e}"),
+            }
+        };
+        assert!(seq <= final_through(), "{bmi} named seq {seq} before it was final");
+    }
+    let finals = drained.join().unwrap_or_else(|_| panic!("the drain panicked"));
+    let seq_of = |bmi: &Bmi| finals.iter().find(|n| n.bmi == *bmi).map(|n| n.seq);
+    drop(submitter); // shutdown waits for every submitter
+    let report = cluster.shutdown();
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+
+    let cluster = Cluster::start(&config).unwrap_or_else(|e| panic!("{e}"));
+    let ask = |bmi: Bmi| {
+        let answer = cluster.bmi_queries().ask(bmi).unwrap_or_else(|e| panic!("{e}"));
+        answer.recv_timeout(Duration::from_secs(10)).unwrap_or_else(|e| panic!("{e}"))
+    };
+    for bmi in &asked {
+        assert_eq!(ask(*bmi), Ok(seq_of(bmi)), "{bmi} after a restart");
+        assert!(seq_of(bmi).is_some());
+    }
+    let never = Bmi::numbered("NEVER", 1).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(ask(never), Ok(None));
+    let report = cluster.shutdown();
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+    let _ = std::fs::remove_dir_all(&dir);
+}
