@@ -285,8 +285,16 @@ fn demo_with_withdrawal_beside_collection_reports_and_audits_clean() {
     assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
     let (again, r2) = demo(&args);
     assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
-    assert_eq!(r2["withdrawal"]["requests"], 60);
-    assert_eq!(r2["withdrawal"]["completed"], r1["withdrawal"]["completed"], "restored, not redone");
+    assert_eq!(r2["withdrawal"]["requests"], 60, "the same requests, none submitted again");
+    // Restored, not redone: nothing completed is lost; a failure whose operator retry came after
+    // the first run's cycle ended (ended = none open for 2 s) may complete in the second.
+    let completed = |r: &serde_json::Value| r["withdrawal"]["completed"].as_u64().unwrap_or(0);
+    assert!(
+        completed(&r2) >= completed(&r1) && completed(&r2) <= 60,
+        "restored, not redone: {} then {}",
+        completed(&r1),
+        completed(&r2)
+    );
     assert_eq!(r2["withdrawal"]["open"], 0);
     assert_eq!(r2["withdrawal"]["plugin_state_consistent"], true);
     let _ = std::fs::remove_dir_all(&dir);
