@@ -432,20 +432,26 @@ async fn get_metrics(State(state): State<Arc<AppState>>, request: Request) -> Re
 /// An account as of everything already final (404 `unknown_account` if there is none, concluded
 /// by [`read_model_conclusive`]), with the seq the read model is at.
 pub(crate) async fn visible_account(model: &ReadModel, id: AccountId) -> Result<(Account, Seq), ApiError> {
-    for conclusive in [false, true] {
-        if conclusive {
-            read_model_conclusive(model).await?;
-        } else {
-            read_model_caught_up(model).await?;
-        }
-        let (account, seq_applied) = model
-            .account(id)
-            .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "read_model_failed", e))?;
-        if let Some(account) = account {
-            return Ok((account, seq_applied));
-        }
+    let read = || model.account(id).map(|(account, seq)| account.map(|a| (a, seq)));
+    found_or_conclusive(model, read).await?.ok_or_else(|| {
+        ApiError::new(StatusCode::NOT_FOUND, "unknown_account", format!("no account {}", id.0))
+    })
+}
+
+/// `read` once the read model has caught up ([`read_model_caught_up`]); if it finds nothing,
+/// once more when the model is [`read_model_conclusive`] — `None` then means "does not exist".
+/// A read that fails is 503 `read_model_failed`.
+async fn found_or_conclusive<T>(
+    model: &ReadModel,
+    read: impl Fn() -> Result<Option<T>, String>,
+) -> Result<Option<T>, ApiError> {
+    let read = || read().map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "read_model_failed", e));
+    read_model_caught_up(model).await?;
+    if let Some(found) = read()? {
+        return Ok(Some(found));
     }
-    Err(ApiError::new(StatusCode::NOT_FOUND, "unknown_account", format!("no account {}", id.0)))
+    read_model_conclusive(model).await?;
+    read()
 }
 
 /// Read-your-writes: waits until the read model has applied everything seen final so far (so
@@ -1057,22 +1063,11 @@ pub(crate) async fn statement_answer(
     limit: usize,
 ) -> Result<serde_json::Value, ApiError> {
     // An unknown account is concluded as `visible_account` does.
-    let mut found = None;
-    for conclusive in [false, true] {
-        if conclusive {
-            read_model_conclusive(&state.read_model).await?;
-        } else {
-            read_model_caught_up(&state.read_model).await?;
-        }
-        let (page, as_of_seq) = state
-            .read_model
-            .statement(id, from_seq, limit)
-            .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "read_model_failed", e))?;
-        if let Some(page) = page {
-            found = Some((page, as_of_seq));
-            break;
-        }
-    }
+    let read = || {
+        let (page, as_of_seq) = state.read_model.statement(id, from_seq, limit)?;
+        Ok(page.map(|page| (page, as_of_seq)))
+    };
+    let found = found_or_conclusive(&state.read_model, read).await?;
     let unknown = || ApiError::new(StatusCode::NOT_FOUND, "unknown_account", format!("no account {}", id.0));
     let ((account, mut page), as_of_seq) = found.ok_or_else(unknown)?;
     // The whole history, where the engine keeps it (the production engine's database).

@@ -138,6 +138,9 @@ struct BmiQuery {
 /// Status questions in the sequencer thread: answered from the index, a seq only once it is final
 /// (durable: a crash before its sync would lose the entry and give its seq to another); until
 /// then the answer waits here, at most [`BMI_QUERY_QUEUE`] of them ("try again" beyond).
+/// The answer when [`BMI_QUERY_QUEUE`] status questions already wait.
+const QUESTIONS_FULL: &str = "too many status questions are waiting; try again";
+
 #[derive(Default)]
 struct Questions {
     waiting: Vec<(Sender<BmiAnswer>, Seq)>,
@@ -151,7 +154,7 @@ impl Questions {
                     self.waiting.push((q.reply, k.seq));
                     return;
                 }
-                Err("too many status questions are waiting".to_string())
+                Err(QUESTIONS_FULL.to_string())
             }
             known => known.map(|k| k.map(|k| k.seq)).map_err(|e| e.to_string()),
         };
@@ -182,7 +185,7 @@ impl BmiQueries {
     pub fn ask(&self, bmi: Bmi) -> Result<Receiver<BmiAnswer>, String> {
         let (reply, answer) = bounded(1);
         self.tx.try_send(BmiQuery { bmi, reply }).map_err(|e| match e {
-            TrySendError::Full(_) => "too many status questions are waiting".to_string(),
+            TrySendError::Full(_) => QUESTIONS_FULL.to_string(),
             TrySendError::Disconnected(_) => "the engine is stopped".to_string(),
         })?;
         Ok(answer)
