@@ -116,16 +116,38 @@ unsafe impl Zeroable for u64 {}
 // SAFETY: as above.
 unsafe impl Zeroable for (u64, u32) {}
 
-/// A zeroed array (2 MiB-aligned when that large), probed at random. No transparent huge pages:
-/// they made probes cheaper (fewer TLB misses), but the first write into each 2 MiB page zeroes
-/// all of it in one fault — ≈ 10 ms on a VM, measured as the sequencer's longest stalls at
-/// 100,000/s; the binary disables them for the whole process (see `node/rtgs/src/main.rs`).
+/// A zeroed array (2 MiB-aligned when that large), probed at random.
+///
+/// Huge pages only for a table made while the index opens ([`Table::resident`]): every probe of
+/// a 4 KiB-paged table of tens of MiB misses the TLB (the filter's prefetch was ≈ 5 % of all
+/// samples of the 10 M demo, waiting for page walks), and 2 MiB pages take that away — but the
+/// first write into each 2 MiB page zeroes all of it in one fault (up to ≈ 10 ms on a VM,
+/// measured as the sequencer's longest stalls at 100,000/s when every table was huge). So a
+/// resident table is advised huge and touched page by page at open, before any batch; a table
+/// made later (a later filter generation, a recent generation's when no spare is left) stays
+/// on 4 KiB pages faulted one at a time. The binary keeps huge pages off everywhere else
+/// ([`huge_pages_where_advised`]).
 struct Table<T: Zeroable> {
     ptr: std::ptr::NonNull<T>,
     len: usize,
 }
 
 const HUGE_PAGE_BYTES: usize = 2 << 20;
+const PAGE_BYTES: usize = 4096;
+
+/// Lets this process use transparent huge pages only where it advises them (`MADV_HUGEPAGE`:
+/// the `bmi` index's resident tables), none elsewhere: `prctl(PR_SET_THP_DISABLE, 1,
+/// PR_THP_DISABLE_EXCEPT_ADVISED)`, Linux ≥ 6.18. The binary calls it first thing, after its
+/// allocator turned huge pages off for the whole process (mimalloc's `no_thp`). `false` where
+/// the kernel refuses (older kernels): everything stays on 4 KiB pages, as before — slower
+/// look-ups, nothing else.
+pub fn huge_pages_where_advised() -> bool {
+    const PR_THP_DISABLE_EXCEPT_ADVISED: libc::c_ulong = 1 << 1;
+    // SAFETY: a prctl that changes only this process's page policy; no memory is passed.
+    unsafe {
+        libc::prctl(libc::PR_SET_THP_DISABLE, 1 as libc::c_ulong, PR_THP_DISABLE_EXCEPT_ADVISED, 0, 0) == 0
+    }
+}
 
 impl<T: Zeroable> Table<T> {
     fn zeroed(len: usize) -> Table<T> {
@@ -137,6 +159,25 @@ impl<T: Zeroable> Table<T> {
             std::alloc::handle_alloc_error(layout);
         };
         Table { ptr, len }
+    }
+
+    /// A zeroed table for the index's whole life, made while it opens: advised huge (when 2 MiB
+    /// or more) and every page touched now, so no look-up ever waits for a fault of it.
+    fn resident(len: usize) -> Table<T> {
+        let table = Self::zeroed(len);
+        let bytes = Self::layout(table.len).size();
+        let base = table.ptr.as_ptr().cast::<u8>();
+        if bytes >= HUGE_PAGE_BYTES {
+            // SAFETY: advice on memory this table owns (2 MiB-aligned, `bytes` long); a refusal
+            // leaves it on 4 KiB pages.
+            let _ = unsafe { libc::madvise(base.cast(), bytes, libc::MADV_HUGEPAGE) };
+        }
+        for offset in (0..bytes).step_by(PAGE_BYTES) {
+            // SAFETY: inside the allocation; writing a zero byte keeps every value zero (valid,
+            // `Zeroable`). Volatile: the write must fault the page in now.
+            unsafe { base.add(offset).write_volatile(0) };
+        }
+        table
     }
 
     fn layout(len: usize) -> std::alloc::Layout {
@@ -194,10 +235,10 @@ struct BloomGeneration {
 }
 
 impl BloomGeneration {
-    fn new(capacity: usize, bits_per_key: usize) -> Self {
+    fn new(capacity: usize, bits_per_key: usize, resident: bool) -> Self {
         let blocks = (capacity * bits_per_key / 512).max(1);
         BloomGeneration {
-            words: Table::zeroed(blocks * 8),
+            words: if resident { Table::resident(blocks * 8) } else { Table::zeroed(blocks * 8) },
             blocks,
             count: 0,
             capacity,
@@ -237,11 +278,14 @@ impl BloomGeneration {
 /// their false positives search only the runs of their seqs (152 MiB at 100 M `bmi`s).
 struct Filter {
     generations: Vec<BloomGeneration>,
+    /// Whether a new generation is made [`Table::resident`]: while the index opens, not after.
+    opening: bool,
 }
 
 impl Filter {
     fn new(keys_first: usize) -> Self {
-        Filter { generations: vec![BloomGeneration::new(keys_first.max(64), BMI_FILTER_BITS_FIRST)] }
+        let first = BloomGeneration::new(keys_first.max(64), BMI_FILTER_BITS_FIRST, true);
+        Filter { generations: vec![first], opening: true }
     }
 
     fn contains(&self, key: u64) -> bool {
@@ -267,7 +311,7 @@ impl Filter {
 
     fn insert(&mut self, key: u64) {
         if let Some(full) = self.generations.last().filter(|g| g.count >= g.capacity).map(|g| g.capacity) {
-            self.generations.push(BloomGeneration::new(full * 2, BMI_FILTER_BITS_LATER));
+            self.generations.push(BloomGeneration::new(full * 2, BMI_FILTER_BITS_LATER, self.opening));
         }
         if let Some(g) = self.generations.last_mut() {
             g.insert(key);
@@ -331,7 +375,7 @@ impl Generation {
         mut buffer: Vec<(u64, Recent)>,
         spare: Option<Spare>,
     ) -> Self {
-        let slots = (entries_max + entries_max / 3).next_power_of_two().max(2);
+        let slots = Self::slots(entries_max);
         buffer.clear();
         buffer.reserve(entries_max);
         let (index, mut records) = match spare {
@@ -345,6 +389,16 @@ impl Generation {
         records.clear();
         records.reserve(entries_max);
         Generation { index, mask: slots - 1, entries: buffer, records, seq_from, seq_through: seq_from - 1 }
+    }
+
+    /// Index slots for `entries_max` entries (a quarter empty, a power of two).
+    fn slots(entries_max: usize) -> usize {
+        (entries_max + entries_max / 3).next_power_of_two().max(2)
+    }
+
+    /// A [`Table::resident`] index for a generation of `entries_max` entries, made at open.
+    fn resident_spare(entries_max: usize) -> Spare {
+        (Table::resident(Self::slots(entries_max)), Vec::new())
     }
 
     fn len(&self) -> usize {
@@ -424,6 +478,10 @@ impl Generation {
 
 /// A frozen generation's index and records vector, kept for the next generation.
 type Spare = (Table<(u64, u32)>, Vec<(u64, Seq)>);
+
+/// Spare generation indexes kept: the first two rotations after open need one each before the
+/// writer has given one back (measured: three indexes in all serve a 10 M demo).
+const SPARES: usize = 2;
 
 /// A generation handed to the writer: searched here (candidates by key, checked against the
 /// journal like a run's) until its run is in the run set.
@@ -869,9 +927,10 @@ pub struct BmiIndex {
     /// Generations handed to the writer, newest last, until its run set covers them: searched
     /// like the recent ones meanwhile.
     frozen: Vec<Arc<Frozen>>,
-    /// A covered frozen generation's index and records, for the next generation (allocating fresh
-    /// ones at every rotation left the freed ones lingering in the allocator: peak RSS).
-    spare: Option<Spare>,
+    /// Indexes and records for the next generations: made resident at open ([`SPARES`] of them),
+    /// then a covered frozen generation's (allocating fresh ones at every rotation left the freed
+    /// ones lingering in the allocator: peak RSS). At most [`SPARES`].
+    spares: Vec<Spare>,
     runs: Arc<RunSet>,
     /// The journal writer's progress: entries up to here are in the journal files, where a
     /// run's candidate can be read back. A generation leaves memory only once it is.
@@ -986,10 +1045,10 @@ impl BmiIndex {
             key,
             config,
             filter,
-            current: Generation::new(through + 1, config.recent_entries),
+            current: Generation::new(through + 1, 0),
             previous: Generation::new(through + 1, 0),
             frozen: Vec::new(),
-            spare: None,
+            spares: Vec::new(),
             runs: Arc::new(RunSet { runs, seq_through: through, version: 0, merges: 0 }),
             seq_written,
             to_writer: Some(to_writer),
@@ -1002,7 +1061,13 @@ impl BmiIndex {
             ranges: Vec::new(),
             block: Vec::new(),
         };
+        index.top_up_spares();
+        let entries_max = config.recent_entries;
+        index.current = Generation::reusing(through + 1, entries_max, Vec::new(), index.spares.pop());
         index.replay(through + 1, journal_seq_last)?;
+        // What the first rotations need is ready; anything made from now on is made on the way.
+        index.top_up_spares();
+        index.filter.opening = false;
         Ok(index)
     }
 
@@ -1028,6 +1093,13 @@ impl BmiIndex {
         Ok(())
     }
 
+    /// Fills the spares up to [`SPARES`] with resident ones (at open only).
+    fn top_up_spares(&mut self) {
+        while self.spares.len() < SPARES {
+            self.spares.push(Generation::resident_spare(self.config.recent_entries));
+        }
+    }
+
     fn key_of(&self, bmi: &Bmi) -> u64 {
         siphash24(self.key, bmi.as_bytes())
     }
@@ -1044,7 +1116,9 @@ impl BmiIndex {
             // The writer is done with it (its run is in): its index and records serve the next
             // generation.
             if let Ok(f) = Arc::try_unwrap(covered) {
-                self.spare = Some((f.index, f.records));
+                if self.spares.len() < SPARES {
+                    self.spares.push((f.index, f.records));
+                }
             }
         }
     }
@@ -1199,7 +1273,7 @@ impl BmiIndex {
         let from = self.current.seq_through + 1;
         let previous = std::mem::replace(&mut self.previous, Generation::new(from, 0));
         let (frozen, buffer) = previous.freeze();
-        let fresh = Generation::reusing(from, self.config.recent_entries, buffer, self.spare.take());
+        let fresh = Generation::reusing(from, self.config.recent_entries, buffer, self.spares.pop());
         self.previous = std::mem::replace(&mut self.current, fresh);
         if frozen.records.is_empty() {
             return Ok(());

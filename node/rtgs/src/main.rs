@@ -97,6 +97,9 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // After the allocator's start (it turned huge pages off for the whole process): huge pages
+    // for the `bmi` index's resident tables only, where the kernel allows it.
+    rtgs_embedded::bmi_index::huge_pages_where_advised();
     let result = match cli.command {
         Command::Demo(args) => demo::run(args),
         Command::Sim(args) => sim::run(args),

@@ -222,3 +222,25 @@ fn run_records_sort_like_a_comparison_sort() {
         assert_eq!(out, expected);
     }
 }
+
+#[test]
+fn tables_made_at_open_are_zero_and_ready_for_the_first_rotations() {
+    // Larger than a huge page: advised and touched page by page, every value still zero.
+    let table = Table::<(u64, u32)>::resident((3 << 20) / 16 + 5);
+    assert_eq!(table.len(), (3 << 20) / 16 + 5);
+    assert!(table.iter().all(|&slot| slot == (0, 0)), "touching pages wrote only zeros");
+    let tiny = Table::<u64>::resident(3);
+    assert!(tiny.len() == 3 && tiny.iter().all(|&w| w == 0));
+
+    let dir = tempdir("resident");
+    let mut rig = Rig::open(&dir, small());
+    assert_eq!(rig.index.spares.len(), SPARES, "spares for the first rotations made at open");
+    assert!(!rig.index.filter.opening, "filter generations made after open are not resident");
+    // Two rotations take the spares; the generations still answer exactly.
+    let first: Vec<Command> = (0..120).map(|i| transfer(&format!("R{i}"), 1)).collect();
+    rig.submit(first.clone());
+    assert!(rig.index.spares.len() < SPARES, "a rotation took a spare");
+    let again = rig.submit(first);
+    assert!(again.iter().all(|a| matches!(a, Admission::Duplicate(_))), "{again:?}");
+    let _ = fs::remove_dir_all(&dir);
+}
