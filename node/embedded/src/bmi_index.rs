@@ -4,7 +4,7 @@
 //! The sequencer thread calls [`BmiIndex::resolve`] for a batch before it is sequenced and
 //! [`BmiIndex::record`] with what was sequenced. Inside, newest first:
 //!
-//! * **Lookup key**: SipHash-2-4 of the `bmi` under a random key kept in `bmi-index/KEY`, so no
+//! * **Lookup key**: SipHash-1-3 of the `bmi` under a random key kept in `bmi-index/KEY`, so no
 //!   outsider can make `bmi`s collide or hit the filter on purpose. Keys only find candidates:
 //!   equality is always decided on the `bmi` bytes, and the content is compared by the core.
 //! * **Filter** over every key ever recorded: split-block Bloom filters, one cache line per
@@ -35,7 +35,7 @@ use crate::limits::{
 };
 use crossbeam_channel::{bounded, Receiver, Sender};
 use rtgs_core::entry::{Bmi, Command, Entry, Seq};
-use rtgs_core::hash::siphash24;
+use rtgs_core::hash::siphash13;
 use rtgs_core::hint::prefetch;
 use rtgs_core::sequencer::{Known, Lookup};
 use std::fs::{self, File};
@@ -956,10 +956,11 @@ pub struct Resolved {
     since: usize,
 }
 
-/// A check value of the hash key, stored in every run: a run written under another key is
-/// useless (its keys say nothing) and is rebuilt.
+/// A check value of the hash key and function, stored in every run: a run written under another
+/// key, or by a version that hashed with SipHash-2-4 (whose check was `siphash24(key, "rtgs bmi
+/// index key check")`), is useless (its keys say nothing) and is rebuilt from the journal.
 fn key_check(key: [u64; 2]) -> u64 {
-    siphash24(key, b"rtgs bmi index key check")
+    siphash13(key, b"rtgs bmi index key check: SipHash-1-3")
 }
 
 /// The index's SipHash key: `dir/KEY`, 16 random bytes made once (`/dev/urandom`).
@@ -1101,7 +1102,7 @@ impl BmiIndex {
     }
 
     fn key_of(&self, bmi: &Bmi) -> u64 {
-        siphash24(self.key, bmi.as_bytes())
+        siphash13(self.key, bmi.as_bytes())
     }
 
     /// Takes the writer's newest run set and drops the frozen generations it covers.

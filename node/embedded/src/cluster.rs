@@ -687,6 +687,7 @@ fn run_sequencer(
     let mut bmis = Vec::new();
     let mut lookups = Vec::new();
     let mut new_keys = Vec::new();
+    let mut last_batch = 0usize;
     let mut ticks = 0u64;
     // A status question sees every batch sequenced before it (the index records each at once).
     let mut questions = Questions::default();
@@ -711,8 +712,11 @@ fn run_sequencer(
             default(idle) => None,
         };
         let now = clock.now_us();
-        let mut entries = Vec::new();
-        let mut submitted_at_us = Vec::new();
+        // Sized from the batch before (a quarter more, capped): grown by doubling from empty, a
+        // full batch was copied about once more (its reallocations ≈ 1 % of the demo's samples).
+        let capacity = (last_batch + last_batch / 4 + 16).min(BATCH_ENTRIES_MAX + 1);
+        let mut entries = Vec::with_capacity(capacity);
+        let mut submitted_at_us = Vec::with_capacity(capacity);
         let mut refusals = Vec::new();
         let mut next = first;
         while let Some(sub) = next {
@@ -759,6 +763,7 @@ fn run_sequencer(
         if entries.is_empty() {
             continue;
         }
+        last_batch = entries.len();
         let frames = encode_frames(&entries);
         let batch = Arc::new(JournalBatch { entries, submitted_at_us });
         if tx.send(WriteJob { frames, batch }).is_err() {
