@@ -76,7 +76,9 @@ pub(crate) fn enabled<P: ApiPlugin>(state: &AppState) -> bool {
 /// final (read-your-writes); `f`'s answer comes with the seq it was read at. A 404 (an order,
 /// withdrawal, deposit ... not found) is concluded as an unknown account is: `f` runs again once
 /// the model holds everything sequenced before the request (`read_model_conclusive`), so a node
-/// that lags never calls unknown what was submitted and answered through another center.
+/// that lags never calls unknown what was submitted and answered through another center. Every
+/// 404 takes that path, also one that hides another participant's object: the answer and its
+/// wait are those of an object that does not exist, so neither tells that it does.
 pub(crate) async fn with_plugin<P: ApiPlugin, R>(
     state: &AppState,
     f: impl Fn(&P) -> Result<R, ApiError>,
