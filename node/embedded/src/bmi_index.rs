@@ -113,8 +113,6 @@ pub struct BmiIndexStats {
 unsafe trait Zeroable: Copy {}
 // SAFETY: integers and tuples of them are valid all-zero.
 unsafe impl Zeroable for u64 {}
-// SAFETY: as above.
-unsafe impl Zeroable for (u64, u32) {}
 
 /// A zeroed array (2 MiB-aligned when that large), probed at random.
 ///
@@ -339,6 +337,23 @@ impl Filter {
 /// queueing one by one.
 const PREFETCH_AHEAD: usize = 16;
 
+/// An index slot: the key's high 32 bits (the slot's place comes from its low bits) and the
+/// position + 1 (never 0: 0 is an empty slot) of its entry or record.
+fn slot(key: u64, position: usize) -> u64 {
+    debug_assert!(position < u32::MAX as usize, "a generation holds fewer than 2^32 entries");
+    key & SLOT_KEY_BITS | (position as u64 + 1)
+}
+
+const SLOT_KEY_BITS: u64 = !0 << 32;
+
+/// The position a slot names if its key half is `key`'s, else `None`; `Err` for an empty slot.
+fn slot_position(slot: u64, key: u64) -> Result<Option<usize>, ()> {
+    if slot == 0 {
+        return Err(());
+    }
+    Ok(((slot ^ key) & SLOT_KEY_BITS == 0).then(|| (slot as u32) as usize - 1))
+}
+
 #[derive(Copy, Clone, Debug)]
 struct Recent {
     bmi: Bmi,
@@ -346,11 +361,12 @@ struct Recent {
 }
 
 /// One generation of recent `bmi`s, exact: the entries in the order recorded, and an
-/// open-addressing index of `(key, position + 1)` (0: empty; 16 bytes a slot, a quarter empty at
-/// the generation's size) — small enough to stay in cache, and it can be prefetched. Two `bmi`s
-/// that share a key sit in two slots; the `bmi` bytes tell them apart.
+/// open-addressing index of [`slot`]s (the key's high half and the entry's position + 1; 0:
+/// empty; 8 bytes a slot, a quarter empty at the generation's size: 2 MiB) — small enough to stay
+/// in cache, and it can be prefetched. A slot whose half matches is confirmed by the entry's own
+/// key and `bmi` bytes; two `bmi`s that share a key sit in two slots.
 struct Generation {
-    index: Table<(u64, u32)>,
+    index: Table<u64>,
     mask: usize,
     entries: Vec<(u64, Recent)>,
     /// The key and seq of each entry, beside it: the frozen generation's records, moved out at
@@ -380,7 +396,7 @@ impl Generation {
         buffer.reserve(entries_max);
         let (index, mut records) = match spare {
             Some((mut t, records)) if t.len() == slots => {
-                t.fill((0, 0));
+                t.fill(0);
                 (t, records)
             }
             Some((_, records)) => (Table::zeroed(slots), records),
@@ -412,15 +428,15 @@ impl Generation {
     fn get(&self, key: u64, bmi: &Bmi) -> Option<Known> {
         let mut i = key as usize & self.mask;
         loop {
-            let (k, at) = self.index[i];
-            if at == 0 {
-                return None;
-            }
-            if k == key {
-                let r = &self.entries[at as usize - 1].1;
-                if r.bmi == *bmi {
-                    return Some(r.known);
+            match slot_position(self.index[i], key) {
+                Err(()) => return None,
+                Ok(Some(at)) => {
+                    let (k, r) = &self.entries[at];
+                    if *k == key && r.bmi == *bmi {
+                        return Some(r.known);
+                    }
                 }
+                Ok(None) => {}
             }
             i = (i + 1) & self.mask;
         }
@@ -433,19 +449,22 @@ impl Generation {
         }
         let mut i = key as usize & self.mask;
         loop {
-            let (k, at) = self.index[i];
-            if at == 0 {
-                break;
-            }
-            if k == key && self.entries[at as usize - 1].1.bmi == recent.bmi {
-                // The first entry of a bmi is the one retries are answered with.
-                return;
+            match slot_position(self.index[i], key) {
+                Err(()) => break,
+                Ok(Some(at)) => {
+                    let (k, r) = &self.entries[at];
+                    if *k == key && r.bmi == recent.bmi {
+                        // The first entry of a bmi is the one retries are answered with.
+                        return;
+                    }
+                }
+                Ok(None) => {}
             }
             i = (i + 1) & self.mask;
         }
+        self.index[i] = slot(key, self.entries.len());
         self.entries.push((key, recent));
         self.records.push((key, recent.known.seq));
-        self.index[i] = (key, self.entries.len() as u32);
         self.seq_through = recent.known.seq;
     }
 
@@ -455,10 +474,10 @@ impl Generation {
         self.mask = slots - 1;
         for (n, (key, _)) in self.entries.iter().enumerate() {
             let mut i = *key as usize & self.mask;
-            while self.index[i].1 != 0 {
+            while self.index[i] != 0 {
                 i = (i + 1) & self.mask;
             }
-            self.index[i] = (*key, n as u32 + 1);
+            self.index[i] = slot(*key, n);
         }
     }
 
@@ -477,7 +496,7 @@ impl Generation {
 }
 
 /// A frozen generation's index and records vector, kept for the next generation.
-type Spare = (Table<(u64, u32)>, Vec<(u64, Seq)>);
+type Spare = (Table<u64>, Vec<(u64, Seq)>);
 
 /// Spare generation indexes kept: the first two rotations after open need one each before the
 /// writer has given one back (measured: three indexes in all serve a 10 M demo).
@@ -486,7 +505,7 @@ const SPARES: usize = 2;
 /// A generation handed to the writer: searched here (candidates by key, checked against the
 /// journal like a run's) until its run is in the run set.
 struct Frozen {
-    index: Table<(u64, u32)>,
+    index: Table<u64>,
     mask: usize,
     /// `(key, seq)` of each entry, in the order recorded.
     records: Vec<(u64, Seq)>,
@@ -498,12 +517,10 @@ impl Frozen {
     fn candidates(&self, key: u64, out: &mut Vec<Seq>) {
         let mut i = key as usize & self.mask;
         loop {
-            let (k, at) = self.index[i];
-            if at == 0 {
-                return;
-            }
-            if k == key {
-                out.push(self.records[at as usize - 1].1);
+            match slot_position(self.index[i], key) {
+                Err(()) => return,
+                Ok(Some(at)) if self.records[at].0 == key => out.push(self.records[at].1),
+                Ok(_) => {}
             }
             i = (i + 1) & self.mask;
         }

@@ -226,9 +226,9 @@ fn run_records_sort_like_a_comparison_sort() {
 #[test]
 fn tables_made_at_open_are_zero_and_ready_for_the_first_rotations() {
     // Larger than a huge page: advised and touched page by page, every value still zero.
-    let table = Table::<(u64, u32)>::resident((3 << 20) / 16 + 5);
-    assert_eq!(table.len(), (3 << 20) / 16 + 5);
-    assert!(table.iter().all(|&slot| slot == (0, 0)), "touching pages wrote only zeros");
+    let table = Table::<u64>::resident((3 << 20) / 8 + 5);
+    assert_eq!(table.len(), (3 << 20) / 8 + 5);
+    assert!(table.iter().all(|&slot| slot == 0), "touching pages wrote only zeros");
     let tiny = Table::<u64>::resident(3);
     assert!(tiny.len() == 3 && tiny.iter().all(|&w| w == 0));
 
@@ -243,4 +243,35 @@ fn tables_made_at_open_are_zero_and_ready_for_the_first_rotations() {
     let again = rig.submit(first);
     assert!(again.iter().all(|a| matches!(a, Admission::Duplicate(_))), "{again:?}");
     let _ = fs::remove_dir_all(&dir);
+}
+
+/// A recent generation's slots keep only the key's high half: keys that share it (and their home
+/// slot), keys that are equal, and different `bmi`s under one key are still told apart.
+#[test]
+fn a_generation_tells_apart_keys_that_share_a_slot_half() {
+    let known =
+        |seq: Seq| Known { seq, content: rtgs_core::sequencer::Content::of(&transfer("X", seq).payload) };
+    let recent = |text: &str, seq: Seq| Recent { bmi: ok(Bmi::new(text.as_bytes())), known: known(seq) };
+    let bmi = |text: &str| ok(Bmi::new(text.as_bytes()));
+    let mut g = Generation::new(1, 8);
+    let (k1, k2) = (0xAAAA_BBBB_0000_0001u64, 0xAAAA_BBBB_0001_0001u64); // same half, same home
+    g.insert(k1, recent("A", 1));
+    g.insert(k2, recent("B", 2));
+    g.insert(k2, recent("C", 3)); // another bmi under the same key
+    g.insert(k1, recent("A", 4)); // a repeat: the first entry stays the answer
+    assert_eq!(g.len(), 3);
+    assert_eq!(g.get(k1, &bmi("A")).map(|k| k.seq), Some(1));
+    assert_eq!(g.get(k2, &bmi("B")).map(|k| k.seq), Some(2));
+    assert_eq!(g.get(k2, &bmi("C")).map(|k| k.seq), Some(3));
+    assert_eq!(g.get(k1, &bmi("B")), None, "B is under k2, not k1");
+    assert_eq!(g.get(k2, &bmi("A")), None, "A is under k1, not k2");
+    assert_eq!(g.get(0xAAAA_BBBB_0002_0001, &bmi("A")), None);
+    let (frozen, _) = g.freeze();
+    let mut out = Vec::new();
+    frozen.candidates(k1, &mut out);
+    assert_eq!(out, vec![1], "the frozen index names k1's records only");
+    out.clear();
+    frozen.candidates(k2, &mut out);
+    out.sort_unstable();
+    assert_eq!(out, vec![2, 3]);
 }
