@@ -111,7 +111,7 @@ pub struct BmiIndexStats {
 /// # Safety
 /// Implementors must be plain data for which every byte being zero is a valid value.
 unsafe trait Zeroable: Copy {}
-// SAFETY: integers and tuples of them are valid all-zero.
+// SAFETY: an integer is valid all-zero.
 unsafe impl Zeroable for u64 {}
 
 /// A zeroed array (2 MiB-aligned when that large), probed at random.
@@ -340,7 +340,8 @@ const PREFETCH_AHEAD: usize = 16;
 /// An index slot: the key's high 32 bits (the slot's place comes from its low bits) and the
 /// position + 1 (never 0: 0 is an empty slot) of its entry or record.
 fn slot(key: u64, position: usize) -> u64 {
-    debug_assert!(position < u32::MAX as usize, "a generation holds fewer than 2^32 entries");
+    // Wrapped, a position would name another entry: stop rather than answer a retry wrongly.
+    assert!(position < u32::MAX as usize, "a bmi generation holds fewer than 2^32 entries");
     key & SLOT_KEY_BITS | (position as u64 + 1)
 }
 

@@ -135,12 +135,12 @@ struct BmiQuery {
     reply: Sender<BmiAnswer>,
 }
 
-/// Status questions in the sequencer thread: answered from the index, a seq only once it is final
-/// (durable: a crash before its sync would lose the entry and give its seq to another); until
-/// then the answer waits here, at most [`BMI_QUERY_QUEUE`] of them ("try again" beyond).
 /// The answer when [`BMI_QUERY_QUEUE`] status questions already wait.
 const QUESTIONS_FULL: &str = "too many status questions are waiting; try again";
 
+/// Status questions in the sequencer thread: answered from the index, a seq only once it is final
+/// (durable: a crash before its sync would lose the entry and give its seq to another); until
+/// then the answer waits here, at most [`BMI_QUERY_QUEUE`] of them ("try again" beyond).
 #[derive(Default)]
 struct Questions {
     waiting: Vec<(Sender<BmiAnswer>, Seq)>,
