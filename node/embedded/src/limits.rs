@@ -24,7 +24,7 @@ pub const ADAPTER_POLL_INTERVAL: std::time::Duration = std::time::Duration::from
 /// A journal segment file is closed and a new one started past this size.
 pub const SEGMENT_BYTES_MAX: u64 = 256 << 20;
 /// Zeros the journal writer keeps written past its frames in the current segment, so that its
-/// `fdatasync`s flush data only (see `journal.rs`, "Zeros ahead"); topped up when half are used.
+/// `fdatasync`s flush data only (see `journal.rs`, "Zeros ahead"); topped up a step with each write.
 pub const JOURNAL_ZERO_AHEAD_BYTES: u64 = 4 << 20;
 /// Body bytes of one journal frame (a sequencer batch is split into frames at this size).
 pub const FRAME_BODY_BYTES_TARGET: usize = 4 << 20;

@@ -378,8 +378,72 @@ fn crashed_with_zeros(name: &str) -> (PathBuf, PathBuf, u64, u64, u64) {
     let end = j.segment_bytes;
     std::mem::forget(j); // a crash: no close, the zeros ahead are not trimmed
     let seg = last_segment(&dir);
-    assert_eq!(ok(fs::metadata(&seg)).len(), 1 << 20, "zeros ahead, up to the segment's size");
+    let bytes = ok(fs::read(&seg));
+    assert!(bytes.len() as u64 > end, "zeros ahead are on disk");
+    assert!(bytes[end as usize..].iter().all(|b| *b == 0), "past the frames: zeros only");
     (dir, seg, end, a.len() as u64, b.len() as u64)
+}
+
+/// The zeros ahead grow by a step with each write (by the write's own size when it is larger)
+/// up to `JOURNAL_ZERO_AHEAD_BYTES`, never past the segment's size: no sync carries megabytes
+/// of zeros at once, and frames keep landing on zeros written before them.
+#[test]
+fn zeros_ahead_grow_a_step_per_write_up_to_the_target() {
+    let dir = tempdir("zeros-steps");
+    let (mut j, _) = ok(Journal::open(&dir, 64 << 20));
+    let ahead = |j: &Journal| j.prepared - j.segment_bytes;
+    let step = ZERO_STEP_BYTES as u64;
+    ok(j.append(&frame(1..=1), 1, 1));
+    ok(j.sync());
+    assert_eq!(ahead(&j), step, "the first write: one step");
+    let mut seq = 1;
+    let mut grew = Vec::new();
+    while ahead(&j) <= JOURNAL_ZERO_AHEAD_BYTES - step {
+        let before = ahead(&j);
+        seq += 1;
+        // A mark (due after each sync) and a frame: two writes, a step each.
+        ok(j.append(&frame(seq..=seq), seq, seq));
+        ok(j.sync());
+        grew.push(ahead(&j) as i64 - before as i64);
+        assert!(grew.len() < 1_000, "the zeros ahead stopped growing");
+    }
+    assert!(grew.iter().all(|g| *g > 0 && *g <= 2 * step as i64), "a step or two per append: {grew:?}");
+    assert!(ahead(&j) <= JOURNAL_ZERO_AHEAD_BYTES, "capped at the target");
+    // Less than a step used: the file's size stays.
+    let file_before = j.prepared;
+    for k in 1..=10 {
+        ok(j.append(&frame(seq + k..=seq + k), seq + k, seq + k));
+        ok(j.sync());
+    }
+    seq += 10;
+    assert_eq!(j.prepared, file_before, "ten small appends: no zeros added");
+    let level = ahead(&j);
+    // A write larger than a step adds its own size: the zeros ahead stay at the target.
+    let big = frame(seq + 1..=seq + 3_000);
+    assert!(big.len() as u64 > step);
+    let file_before = j.prepared;
+    ok(j.append(&big, seq + 1, seq + 3_000));
+    assert_eq!(
+        ahead(&j),
+        level - MARK_FRAME_BYTES as u64,
+        "the mark used a little, the frame's size was added"
+    );
+    assert_eq!(j.prepared - file_before, big.len() as u64);
+    drop(j);
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// Near the segment's size the zeros ahead stop at it.
+#[test]
+fn zeros_ahead_stop_at_the_segments_size() {
+    let dir = tempdir("zeros-cap");
+    let (mut j, _) = ok(Journal::open(&dir, 100 << 10));
+    ok(j.append(&frame(1..=1), 1, 1));
+    ok(j.append(&frame(2..=2), 2, 2));
+    assert_eq!(j.prepared, 100 << 10, "two steps would pass the segment's size");
+    std::mem::forget(j);
+    assert_eq!(ok(fs::metadata(last_segment(&dir))).len(), 100 << 10);
+    let _ = fs::remove_dir_all(&dir);
 }
 
 /// After a crash the writer's zeros ahead are the end of the journal: nothing is cut or
@@ -406,14 +470,11 @@ fn zeros_ahead_left_by_a_crash_are_the_end_not_a_tear() {
 #[test]
 fn a_frame_torn_over_the_zeros_ahead_is_cut() {
     let (dir, seg, end, _, _) = crashed_with_zeros("zeros-torn");
+    let len = ok(fs::metadata(&seg)).len();
     let torn = frame(10..=12);
     write_at(&seg, end, &torn[..torn.len() - 5]);
     let found = ok(inspect(&dir, None));
-    assert_eq!(
-        (found.tail.seq_last, found.tail.truncated_bytes),
-        (9, (1 << 20) - end),
-        "the tear and the zeros"
-    );
+    assert_eq!((found.tail.seq_last, found.tail.truncated_bytes), (9, len - end), "the tear and the zeros");
     let (_, tail) = ok(Journal::open(&dir, 1 << 20));
     assert_eq!(tail.seq_last, 9);
     assert_eq!(read_all(&dir, 1), (1..=9).collect::<Vec<_>>());
