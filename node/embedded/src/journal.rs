@@ -36,21 +36,18 @@
 //! **Zeros ahead.** The writer keeps [`JOURNAL_ZERO_AHEAD_BYTES`] of zeros written ahead of its
 //! position in the current segment (topped up with each write by at least what it used, a step of
 //! 64 KiB or more, so that no sync carries megabytes of them) and writes frames over them: an
-//! `fdatasync` then flushes data only — no file size or block allocation to commit in the file system's journal — which made it
-//! about twice as fast on this machine's disk (`bench/README.md`, "Zeros ahead") and far less held
-//! up by other files' `fsync`s (checkpoints, `bmi` runs). A frame never starts with 8 zero bytes
-//! (its length is at least 1), so zeros where a frame would start are *unwritten*: the end of the
-//! segment if nothing but zeros follows, damage like any bad frame otherwise. A segment that is
-//! closed or sealed by rotation is trimmed to its frames; after a crash the zeros stay and are
-//! read as the end.
+//! `fdatasync` then flushes data only — no file size or block allocation to commit in the file
+//! system's journal — which made it about twice as fast on this machine's disk (`bench/README.md`,
+//! "Zeros ahead") and far less held up by other files' `fsync`s (checkpoints, `bmi` runs). A frame
+//! never starts with 8 zero bytes (its length is at least 1), so zeros where a frame would start
+//! are *unwritten*: the end of the segment if nothing but zeros follows, damage like any bad frame
+//! otherwise. A segment that is closed or sealed by rotation is trimmed to its frames; after a
+//! crash the zeros stay and are read as the end.
 //!
 //! [`inspect`] runs the same checks without writing a byte (`rtgs verify`); [`JournalReader`]
 //! replays from any seq; [`EntryReader`] fetches single entries by seq (the `bmi` index's check).
 
 use crate::limits::JOURNAL_ZERO_AHEAD_BYTES;
-
-/// The least the writer adds to its zeros ahead at a time (see `Journal::zero_ahead`).
-const ZERO_STEP_BYTES: usize = 64 << 10;
 use rtgs_core::codec::{self, CodecError, DurableMark, FRAME_HEADER_BYTES, MARK_FRAME_BYTES, VERSION_MARK};
 use rtgs_core::entry::{Entry, Seq};
 use rtgs_core::limits::FRAME_BYTES_MAX;
@@ -59,6 +56,9 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+
+/// The least the writer adds to its zeros ahead at a time (see `Journal::zero_ahead`).
+const ZERO_STEP_BYTES: usize = 64 << 10;
 
 #[derive(Debug, thiserror::Error)]
 pub enum JournalError {
@@ -825,7 +825,7 @@ impl Journal {
     /// segment's size), topped up a step at a time: once a step of them is used, the next write
     /// adds `max(n, ZERO_STEP_BYTES)` (`n`: its own size). So the file's size changes with one
     /// sync in many (each change is a commit in ext4's journal), and no sync carries more than
-    /// a step of zeros beside the frames: a 2 MiB top-up at once made its sync take 1.1–3.7 ms
+    /// a step of zeros beside the frames: a 2 MiB top-up at once made its sync take 1.0–4.9 ms
     /// here against a p99 of 0.2 ms for the others.
     fn zero_ahead(&mut self, n: u64) -> Result<(), JournalError> {
         let step = ZERO_STEP_BYTES as u64;
