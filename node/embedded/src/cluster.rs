@@ -41,7 +41,7 @@
 use crate::bmi_index::{BmiIndex, BmiIndexConfig, BmiIndexError, BmiIndexStats};
 use crate::center_thread::{CenterLinks, CenterSetup, CenterThread};
 use crate::checkpoint::{self, Awaiting};
-use crate::journal::{Journal, JournalError, JournalOpen, JournalTail};
+use crate::journal::{Journal, JournalError, JournalOpen, JournalTail, SyncTimes};
 use crate::limits::*;
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender, TryRecvError, TrySendError};
 use rtgs_core::center::CenterConfig;
@@ -221,6 +221,8 @@ pub struct ClusterReport {
     pub ticks: u64,
     /// What the sequencer's `bmi` index did (default if the sequencer failed).
     pub bmi_index: BmiIndexStats,
+    /// How long the journal writer's `fdatasync`s took this run (empty if the writer failed).
+    pub journal_syncs: SyncTimes,
     /// Fatal errors of any thread (I/O failures, invariant violations).
     pub errors: Vec<String>,
 }
@@ -371,7 +373,7 @@ pub struct Cluster {
     events: Receiver<ClientEvent>,
     bmi_queries: BmiQueries,
     sequencer: Option<JoinHandle<Result<(BmiIndexStats, u64), String>>>,
-    writer: Option<JoinHandle<Result<Seq, String>>>,
+    writer: Option<JoinHandle<Result<(Seq, SyncTimes), String>>>,
     centers: Vec<JoinHandle<Result<CenterReport, String>>>,
     checkpointer: Option<JoinHandle<Result<(), String>>>,
     adapter: Option<JoinHandle<Result<(), String>>>,
@@ -638,8 +640,10 @@ impl Cluster {
         let (bmi_index, ticks) =
             self.sequencer.take().and_then(|h| join(&mut errors, "sequencer", h.join())).unwrap_or_default();
         let mut journal_seq_last = self.recovery.journal.seq_last;
-        if let Some(s) = self.writer.take().and_then(|h| join(&mut errors, "journal", h.join())) {
+        let mut journal_syncs = SyncTimes::default();
+        if let Some((s, syncs)) = self.writer.take().and_then(|h| join(&mut errors, "journal", h.join())) {
             journal_seq_last = s;
+            journal_syncs = syncs;
         }
         let mut centers = Vec::new();
         for (i, h) in self.centers.drain(..).enumerate() {
@@ -652,7 +656,7 @@ impl Cluster {
         if let Some(h) = self.checkpointer.take() {
             join(&mut errors, "checkpointer", h.join());
         }
-        ClusterReport { centers, journal_seq_last, ticks, bmi_index, errors }
+        ClusterReport { centers, journal_seq_last, ticks, bmi_index, journal_syncs, errors }
     }
 }
 
@@ -802,7 +806,7 @@ fn run_writer(
     seq_written: Arc<AtomicU64>,
     rx: Receiver<WriteJob>,
     centers: Vec<Sender<Arc<JournalBatch>>>,
-) -> Result<Seq, String> {
+) -> Result<(Seq, SyncTimes), String> {
     const GROUP_BATCHES_MAX: usize = WRITE_QUEUE_BATCHES;
     let mut group = Vec::with_capacity(GROUP_BATCHES_MAX);
     // Durable, waiting for their mark to be.
@@ -853,7 +857,7 @@ fn run_writer(
     }
     let marked = journal.seal().map_err(|e| e.to_string())?;
     publish(&mut unmarked, marked)?;
-    Ok(journal.seq_last())
+    Ok((journal.seq_last(), journal.sync_times().clone()))
 }
 
 /// Everything one checkpoint needs, cheap to make on the center's thread: the encoded ledger and

@@ -722,6 +722,69 @@ pub struct Journal {
     seq_mark_appended: Seq,
     /// Covered by a durable mark: may be published.
     seq_marked: Seq,
+    /// How long each `sync` took.
+    sync_times: SyncTimes,
+}
+
+/// How long the journal's `fdatasync`s took: one sample per [`Journal::sync`] call (a group's, a
+/// mark's, a rotation's; with a mirror, both copies' syncs together), in microseconds. The first
+/// thing to look at when the latency is worse than the disk should allow: one sync that takes
+/// 10 ms holds up every batch behind it (`bench/disk-check.sh` tells whether it is the disk).
+#[derive(Clone, Debug)]
+pub struct SyncTimes {
+    histogram: hdrhistogram::Histogram<u64>,
+}
+
+/// The longest sync the histogram tells apart (longer ones count as this long).
+const SYNC_TIME_MAX_US: u64 = 60_000_000;
+
+impl Default for SyncTimes {
+    fn default() -> Self {
+        // Bounds 1..=60 s at 2 significant digits: `new_with_bounds` refuses only low < 1,
+        // high < 2 * low or more than 5 digits.
+        let histogram = match hdrhistogram::Histogram::new_with_bounds(1, SYNC_TIME_MAX_US, 2) {
+            Ok(h) => h,
+            Err(_) => unreachable!("valid histogram bounds"),
+        };
+        SyncTimes { histogram }
+    }
+}
+
+impl SyncTimes {
+    fn record(&mut self, us: u64) {
+        self.histogram.saturating_record(us.clamp(1, SYNC_TIME_MAX_US));
+    }
+
+    /// Syncs recorded.
+    pub fn count(&self) -> u64 {
+        self.histogram.len()
+    }
+
+    /// The duration at quantile `q` (0..=1), µs; 0 with no sync recorded.
+    pub fn quantile_us(&self, q: f64) -> u64 {
+        if self.histogram.is_empty() {
+            0
+        } else {
+            self.histogram.value_at_quantile(q)
+        }
+    }
+
+    /// The longest sync, µs (0 with none).
+    pub fn max_us(&self) -> u64 {
+        if self.histogram.is_empty() {
+            0
+        } else {
+            self.histogram.max()
+        }
+    }
+
+    /// Syncs that took longer than `limit_us`.
+    pub fn over_us(&self, limit_us: u64) -> u64 {
+        if limit_us >= SYNC_TIME_MAX_US {
+            return 0;
+        }
+        self.histogram.count_between(self.histogram.highest_equivalent(limit_us) + 1, SYNC_TIME_MAX_US)
+    }
 }
 
 impl Journal {
@@ -798,6 +861,7 @@ impl Journal {
             seq_synced: seq_last,
             seq_mark_appended: checked.scan.seq_durable,
             seq_marked: checked.scan.seq_durable,
+            sync_times: SyncTimes::default(),
         };
         journal.seal()?;
         Ok((journal, tail))
@@ -805,6 +869,11 @@ impl Journal {
 
     pub fn seq_last(&self) -> Seq {
         self.seq_last
+    }
+
+    /// How long this journal's syncs took since it was opened (the open's own seal included).
+    pub fn sync_times(&self) -> &SyncTimes {
+        &self.sync_times
     }
 
     /// The last seq a durable mark covers: what may be published.
@@ -896,9 +965,11 @@ impl Journal {
     /// mark now covers — the mark appended since the previous sync: batches up to it may be
     /// published; the ones just synced wait for the next mark.
     pub fn sync(&mut self) -> Result<Seq, JournalError> {
+        let started = std::time::Instant::now();
         for (f, path) in &self.files {
             f.sync_data().map_err(io_err(path))?;
         }
+        self.sync_times.record(u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX));
         self.seq_synced = self.seq_last;
         self.seq_marked = self.seq_mark_appended;
         Ok(self.seq_marked)

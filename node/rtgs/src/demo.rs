@@ -179,6 +179,33 @@ struct JournalJson {
     mirror: Option<String>,
 }
 
+/// The journal writer's `fdatasync`s (one per group, mark or rotation; a mirror's with its
+/// journal's), microseconds.
+#[derive(Serialize)]
+struct SyncsJson {
+    count: u64,
+    p50_us: u64,
+    p99_us: u64,
+    p999_us: u64,
+    max_us: u64,
+    /// Syncs over 5 ms: each held up every batch behind it.
+    over_5ms: u64,
+}
+
+/// A sync this slow holds up the whole pipeline: counted apart in the report.
+const SLOW_SYNC_US: u64 = 5_000;
+
+fn syncs_json(t: &rtgs_embedded::journal::SyncTimes) -> SyncsJson {
+    SyncsJson {
+        count: t.count(),
+        p50_us: t.quantile_us(0.5),
+        p99_us: t.quantile_us(0.99),
+        p999_us: t.quantile_us(0.999),
+        max_us: t.max_us(),
+        over_5ms: t.over_us(SLOW_SYNC_US),
+    }
+}
+
 /// The sequencer's index of every `bmi` ever sequenced.
 #[derive(Serialize)]
 struct BmiIndexJson {
@@ -251,6 +278,8 @@ struct Report {
     peak_rss_mib: f64,
     data_dir: String,
     journal: JournalJson,
+    /// How long the journal writer's `fdatasync`s took during the run.
+    journal_syncs: SyncsJson,
     bmi_index: BmiIndexJson,
     #[serde(skip_serializing_if = "Option::is_none")]
     collection: Option<CollectionJson>,
@@ -684,6 +713,7 @@ fn build_report(
         peak_rss_mib: (rss_peak_mib() * 10.0).round() / 10.0,
         data_dir: data_dir.display().to_string(),
         journal,
+        journal_syncs: syncs_json(&cluster.journal_syncs),
         bmi_index: bmi_index_json(&cluster.bmi_index),
         collection: None,
         matching: None,
@@ -1031,6 +1061,17 @@ fn print_human(r: &Report) {
         println!(
             "  journal at start   torn tail of {} bytes cut, {} frames repaired",
             r.journal.truncated_bytes, r.journal.repaired_frames
+        );
+    }
+    let y = &r.journal_syncs;
+    println!(
+        "  journal fdatasync  {} syncs  p50 {} us  p99 {} us  p999 {} us  max {} us  ({} over 5 ms)",
+        y.count, y.p50_us, y.p99_us, y.p999_us, y.max_us, y.over_5ms
+    );
+    // One in a thousand syncs that long is already most of the latency's tail.
+    if y.over_5ms > 0 && y.over_5ms * 1000 >= y.count {
+        println!(
+            "  (slow syncs hold up every batch behind them; bench/disk-check.sh tells whether this disk stalls when a core is busy)"
         );
     }
     if let Some(c) = &r.collection {

@@ -54,6 +54,17 @@ fn demo_json_report_has_every_field_and_checks_pass() {
     assert_eq!(r["consistent"], true);
     assert_eq!(r["conserved"], true);
     assert!(r["ticks"].as_u64().unwrap_or(0) >= 1, "time never stops: ticks are journaled under load");
+    let syncs = &r["journal_syncs"];
+    let sync =
+        |key: &str| syncs[key].as_u64().unwrap_or_else(|| panic!("missing journal_syncs.{key}: {syncs}"));
+    assert!(sync("count") >= 1, "every group is synced: {syncs}");
+    assert!(
+        sync("p50_us") <= sync("p99_us")
+            && sync("p99_us") <= sync("p999_us")
+            && sync("p999_us") <= sync("max_us"),
+        "quantiles in order: {syncs}"
+    );
+    assert!(sync("over_5ms") <= sync("count"), "{syncs}");
     let centers = r["centers"].as_array().cloned().unwrap_or_default();
     assert_eq!(centers.len(), 3);
     for c in &centers {

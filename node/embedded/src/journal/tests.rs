@@ -155,6 +155,39 @@ fn the_writer_publishes_a_group_only_once_its_mark_is_durable() {
 }
 
 #[test]
+fn every_sync_is_timed() {
+    let dir = tempdir("sync-times");
+    let (mut j, _) = ok(Journal::open(&dir, 1 << 20));
+    let before = j.sync_times().count();
+    ok(j.append(&frame(1..=2), 1, 2));
+    ok(j.sync());
+    assert_eq!(j.sync_times().count(), before + 1, "one sample per sync");
+    assert_eq!(ok(j.seal()), 2);
+    assert_eq!(j.sync_times().count(), before + 2, "the seal's own sync for the mark");
+    ok(j.seal());
+    assert_eq!(j.sync_times().count(), before + 2, "nothing to seal: no sync, no sample");
+    drop(j);
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn sync_times_tell_quantiles_and_slow_syncs() {
+    let mut t = SyncTimes::default();
+    assert_eq!((t.count(), t.quantile_us(0.99), t.max_us(), t.over_us(5_000)), (0, 0, 0, 0));
+    for us in [0, 90, 100, 110, 120, 130, 140, 150, 5_000, 12_000] {
+        t.record(us);
+    }
+    assert_eq!(t.count(), 10);
+    assert_eq!(t.over_us(5_000), 1, "exactly 5 ms is not over 5 ms; 12 ms is");
+    assert_eq!(t.over_us(100), 7);
+    assert!((119..=121).contains(&t.quantile_us(0.5)), "p50 {}", t.quantile_us(0.5));
+    assert!((11_900..=12_100).contains(&t.max_us()), "max {}", t.max_us());
+    assert_eq!(t.over_us(u64::MAX), 0);
+    t.record(u64::MAX);
+    assert_eq!(t.max_us(), t.histogram.highest_equivalent(SYNC_TIME_MAX_US), "clamped, not lost");
+}
+
+#[test]
 fn torn_tail_is_cut_and_appends_continue() {
     let dir = tempdir("torn");
     let (mut j, _) = ok(Journal::open(&dir, 1 << 20));
