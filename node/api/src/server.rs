@@ -75,7 +75,13 @@ pub(crate) struct AppState {
     /// Every center's `/status` listener, in center order (the console's cluster report).
     pub(crate) cluster_status: std::sync::OnceLock<Vec<SocketAddr>>,
     pub(crate) console: crate::console::ReportCache,
+    /// The engine's own series, appended to `/metrics` (see [`Api::set_engine_metrics`]).
+    engine_metrics: std::sync::OnceLock<EngineMetrics>,
 }
+
+/// Prometheus text of an engine's own series (complete lines with their `# HELP`/`# TYPE`),
+/// rendered at each scrape.
+pub type EngineMetrics = Arc<dyn Fn() -> String + Send + Sync>;
 
 impl AppState {
     /// The participants' keyring (plugin routes authenticate participants too).
@@ -172,6 +178,7 @@ impl Api {
             draining: tokio::sync::watch::Sender::new(false),
             origin,
             cluster_status: std::sync::OnceLock::new(),
+            engine_metrics: std::sync::OnceLock::new(),
             console: Default::default(),
         });
         let stop = Arc::new(AtomicBool::new(false));
@@ -223,6 +230,12 @@ impl Api {
     /// `cluster_status_unavailable` (`rtgs serve`). Set once; later calls are ignored.
     pub fn set_cluster_status(&self, addrs: Vec<SocketAddr>) {
         let _ = self.state.cluster_status.set(addrs);
+    }
+
+    /// Series of the engine itself that `/metrics` serves after the API's own (`rtgs serve`:
+    /// the embedded journal's sync times). Set once; later calls are ignored.
+    pub fn set_engine_metrics(&self, render: EngineMetrics) {
+        let _ = self.state.engine_metrics.set(render);
     }
 
     pub fn router(&self) -> Router {
@@ -425,7 +438,10 @@ async fn get_metrics(State(state): State<Arc<AppState>>, request: Request) -> Re
             "metrics answer loopback callers only",
         ));
     }
-    let text = state.metrics.render(state.read_model.seq_applied(), state.tracker.len());
+    let mut text = state.metrics.render(state.read_model.seq_applied(), state.tracker.len());
+    if let Some(engine) = state.engine_metrics.get() {
+        text.push_str(&engine());
+    }
     Ok(([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response())
 }
 

@@ -259,9 +259,12 @@ pub(crate) struct Shared {
     pub plugin_figures: Vec<Mutex<Figures>>,
     adapter_figures: Mutex<Figures>,
     adapter_stop: AtomicBool,
+    /// The journal writer's sync times since start, republished at most every
+    /// [`FIGURES_INTERVAL`] (and at least with each `Tick`'s group).
+    journal_syncs: Mutex<SyncTimes>,
 }
 
-/// How often the adapter republishes its figures.
+/// How often the adapter republishes its figures (and the writer its sync times).
 const FIGURES_INTERVAL: Duration = Duration::from_millis(100);
 
 /// What a center hands to the adapter thread: the effects it must execute as the live owner,
@@ -289,6 +292,7 @@ impl Shared {
             plugin_figures: (0..centers).map(|_| Mutex::new(Vec::new())).collect(),
             adapter_figures: Mutex::new(Vec::new()),
             adapter_stop: AtomicBool::new(false),
+            journal_syncs: Mutex::new(SyncTimes::default()),
         }
     }
 
@@ -453,6 +457,7 @@ impl Cluster {
             plugin_figures: (0..config.centers).map(|_| Mutex::new(Vec::new())).collect(),
             adapter_figures: Mutex::new(Vec::new()),
             adapter_stop: AtomicBool::new(false),
+            journal_syncs: Mutex::new(SyncTimes::default()),
         });
         let (make, adapter) = match plugins {
             Some(p) => (Some(p.make), Some(p.adapter)),
@@ -484,9 +489,12 @@ impl Cluster {
                 .spawn(move || run_sequencer(sequencer, index, links))
                 .map_err(StartError::Thread)?
         };
-        let writer_thread = spawn("journal".into())
-            .spawn(move || run_writer(journal, seq_written, write_rx, journal_txs))
-            .map_err(StartError::Thread)?;
+        let writer_thread = {
+            let shared = Arc::clone(&shared);
+            spawn("journal".into())
+                .spawn(move || run_writer(journal, seq_written, write_rx, journal_txs, &shared))
+                .map_err(StartError::Thread)?
+        };
         let ckpt_thread = {
             let shared = Arc::clone(&shared);
             spawn("checkpointer".into())
@@ -592,6 +600,13 @@ impl Cluster {
     pub fn final_through(&self) -> Arc<dyn Fn() -> Seq + Send + Sync> {
         let shared = Arc::clone(&self.shared);
         Arc::new(move || shared.final_through.load(Ordering::Acquire))
+    }
+
+    /// The journal writer's sync times since start, as last republished (at most every 100 ms,
+    /// at least once a second under any load: each `Tick` is a group of its own when idle).
+    pub fn journal_syncs(&self) -> Arc<dyn Fn() -> SyncTimes + Send + Sync> {
+        let shared = Arc::clone(&self.shared);
+        Arc::new(move || shared.journal_syncs.lock().map(|t| t.clone()).unwrap_or_default())
     }
 
     /// A center's plugin figures as last published (empty without plugins).
@@ -806,8 +821,15 @@ fn run_writer(
     seq_written: Arc<AtomicU64>,
     rx: Receiver<WriteJob>,
     centers: Vec<Sender<Arc<JournalBatch>>>,
+    shared: &Shared,
 ) -> Result<(Seq, SyncTimes), String> {
     const GROUP_BATCHES_MAX: usize = WRITE_QUEUE_BATCHES;
+    let mut syncs_published = Instant::now();
+    let publish_syncs = |journal: &Journal| {
+        if let Ok(mut t) = shared.journal_syncs.lock() {
+            t.clone_from(journal.sync_times());
+        }
+    };
     let mut group = Vec::with_capacity(GROUP_BATCHES_MAX);
     // Durable, waiting for their mark to be.
     let mut unmarked: VecDeque<Arc<JournalBatch>> = VecDeque::new();
@@ -854,9 +876,14 @@ fn run_writer(
         let marked = journal.sync().map_err(|e| e.to_string())?;
         unmarked.extend(group.drain(..).map(|j| j.batch));
         publish(&mut unmarked, marked)?;
+        if syncs_published.elapsed() >= FIGURES_INTERVAL {
+            publish_syncs(&journal);
+            syncs_published = Instant::now();
+        }
     }
     let marked = journal.seal().map_err(|e| e.to_string())?;
     publish(&mut unmarked, marked)?;
+    publish_syncs(&journal);
     Ok((journal.seq_last(), journal.sync_times().clone()))
 }
 

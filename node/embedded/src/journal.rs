@@ -733,6 +733,8 @@ pub struct Journal {
 #[derive(Clone, Debug)]
 pub struct SyncTimes {
     histogram: hdrhistogram::Histogram<u64>,
+    /// Every sync's time added up, µs (exact, unlike the histogram's buckets).
+    total_us: u64,
 }
 
 /// The longest sync the histogram tells apart (longer ones count as this long).
@@ -746,13 +748,19 @@ impl Default for SyncTimes {
             Ok(h) => h,
             Err(_) => unreachable!("valid histogram bounds"),
         };
-        SyncTimes { histogram }
+        SyncTimes { histogram, total_us: 0 }
     }
 }
 
 impl SyncTimes {
     fn record(&mut self, us: u64) {
         self.histogram.saturating_record(us.clamp(1, SYNC_TIME_MAX_US));
+        self.total_us = self.total_us.saturating_add(us);
+    }
+
+    /// All syncs' time added up, µs.
+    pub fn total_us(&self) -> u64 {
+        self.total_us
     }
 
     /// Syncs recorded.

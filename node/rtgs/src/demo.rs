@@ -192,9 +192,6 @@ struct SyncsJson {
     over_5ms: u64,
 }
 
-/// A sync this slow holds up the whole pipeline: counted apart in the report.
-const SLOW_SYNC_US: u64 = 5_000;
-
 fn syncs_json(t: &rtgs_embedded::journal::SyncTimes) -> SyncsJson {
     SyncsJson {
         count: t.count(),
@@ -202,7 +199,7 @@ fn syncs_json(t: &rtgs_embedded::journal::SyncTimes) -> SyncsJson {
         p99_us: t.quantile_us(0.99),
         p999_us: t.quantile_us(0.999),
         max_us: t.max_us(),
-        over_5ms: t.over_us(SLOW_SYNC_US),
+        over_5ms: t.over_us(crate::serve::SLOW_SYNC_US),
     }
 }
 

@@ -188,7 +188,7 @@ pub fn start_api(
     // A status query for a bmi the API's tracker does not know asks the sequencer thread.
     let (queries, host) = (link.bmi_queries, plugins.host(CenterId(0)));
     let sequenced = rtgs_api::read_model::sequenced_bmis_asked(move |bmi| queries.ask(bmi));
-    Api::start_linked_with_pii(
+    let api = Api::start_linked_with_pii(
         EngineLink {
             submit: Arc::new(link.submit),
             events: link.events,
@@ -199,7 +199,37 @@ pub fn start_api(
         credentials,
         CenterId(1),
         pii,
-    )
+    );
+    let syncs = cluster.journal_syncs();
+    api.set_engine_metrics(Arc::new(move || journal_sync_exposition(&syncs())));
+    api
+}
+
+/// A sync over this long holds up the whole pipeline: counted in `rtgs_journal_sync_slow_total`
+/// (the demo's `over_5ms`; the alert `RtgsJournalSyncSlow`).
+pub const SLOW_SYNC_US: u64 = 5_000;
+
+/// The embedded journal's sync times as Prometheus series: a summary since start (quantiles,
+/// `_sum`, `_count`) and the slow ones as a counter, both exported from the start (at 0).
+pub fn journal_sync_exposition(t: &rtgs_embedded::journal::SyncTimes) -> String {
+    let s = |us: u64| us as f64 / 1e6;
+    let mut out = String::from(
+        "# HELP rtgs_journal_sync_seconds The embedded journal writer's fdatasync calls since start \
+         (one per group, mark or rotation).\n# TYPE rtgs_journal_sync_seconds summary\n",
+    );
+    for (label, q) in [("0.5", 0.5), ("0.99", 0.99), ("0.999", 0.999)] {
+        let v = s(t.quantile_us(q));
+        out.push_str(&format!("rtgs_journal_sync_seconds{{quantile=\"{label}\"}} {v}\n"));
+    }
+    out.push_str(&format!("rtgs_journal_sync_seconds_sum {}\n", s(t.total_us())));
+    out.push_str(&format!("rtgs_journal_sync_seconds_count {}\n", t.count()));
+    out.push_str(&format!(
+        "# HELP rtgs_journal_sync_slow_total The embedded journal's fdatasync calls over {} ms.\n\
+         # TYPE rtgs_journal_sync_slow_total counter\nrtgs_journal_sync_slow_total {}\n",
+        SLOW_SYNC_US / 1000,
+        t.over_us(SLOW_SYNC_US)
+    ));
+    out
 }
 
 /// SIGTERM (`term`) or Ctrl-C.
@@ -207,5 +237,29 @@ async fn stop_signal(mut term: tokio::signal::unix::Signal) {
     tokio::select! {
         _ = term.recv() => {}
         _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn journal_syncs_are_exported_from_the_start_as_prometheus_text() {
+        let text = journal_sync_exposition(&rtgs_embedded::journal::SyncTimes::default());
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let (name, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("not a sample: {line}"));
+            assert!(name.starts_with("rtgs_journal_sync_"), "{line}");
+            assert_eq!(value.parse::<f64>().ok(), Some(0.0), "nothing synced yet: {line}");
+        }
+        for series in [
+            "rtgs_journal_sync_seconds{quantile=\"0.99\"} 0",
+            "rtgs_journal_sync_seconds_sum 0",
+            "rtgs_journal_sync_seconds_count 0",
+            "# TYPE rtgs_journal_sync_slow_total counter",
+            "rtgs_journal_sync_slow_total 0",
+        ] {
+            assert!(text.contains(series), "{series} missing from:\n{text}");
+        }
     }
 }

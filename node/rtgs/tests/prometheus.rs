@@ -315,13 +315,22 @@ fn deploy_config_and_rules_pass_promtool_and_prometheus_sees_finality() {
     assert_eq!(query(web, "up{job=\"rtgs\"}"), Some(1.0), "the target is not up");
     // The rules loaded are the deployed ones.
     let (_, rules) = http(web, "GET", "/api/v1/rules", "", "");
-    for name in
-        ["RtgsDivergence", "RtgsFinalityStalled", "RtgsRejectionsHigh", "RtgsNodeDown", "RtgsQuorumLost"]
-    {
+    for name in [
+        "RtgsDivergence",
+        "RtgsFinalityStalled",
+        "RtgsRejectionsHigh",
+        "RtgsNodeDown",
+        "RtgsQuorumLost",
+        "RtgsJournalSyncSlow",
+    ] {
         assert!(rules.contains(name), "rule {name} not loaded: {rules}");
     }
+    // The embedded journal's syncs reach Prometheus (every transfer above was synced twice).
+    let syncs = query(web, "max(rtgs_journal_sync_seconds_count{job=\"rtgs\"})").unwrap_or(0.0);
+    assert!(syncs >= 1.0, "no journal sync in Prometheus: {syncs}");
     // The API's panels read metrics the server really exposes.
     let (_, exposition) = http(addr, "GET", "/metrics", "", "");
+    assert!(exposition.contains("rtgs_journal_sync_slow_total "), "{exposition}");
     let checked = check_dashboard(web, &exposition, false);
     assert!(checked >= 8, "only {checked} API queries in the dashboard");
     let _ = std::fs::remove_dir_all(&dir);

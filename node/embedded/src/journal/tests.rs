@@ -178,6 +178,7 @@ fn sync_times_tell_quantiles_and_slow_syncs() {
         t.record(us);
     }
     assert_eq!(t.count(), 10);
+    assert_eq!(t.total_us(), 17_840, "the exact sum, not the buckets'");
     assert_eq!(t.over_us(5_000), 1, "exactly 5 ms is not over 5 ms; 12 ms is");
     assert_eq!(t.over_us(100), 7);
     assert!((119..=121).contains(&t.quantile_us(0.5)), "p50 {}", t.quantile_us(0.5));
