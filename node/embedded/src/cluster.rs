@@ -221,7 +221,8 @@ pub struct ClusterReport {
     pub ticks: u64,
     /// What the sequencer's `bmi` index did (default if the sequencer failed).
     pub bmi_index: BmiIndexStats,
-    /// How long the journal writer's `fdatasync`s took this run (empty if the writer failed).
+    /// How long the journal writer's `fdatasync`s took this run (if the writer failed, as of its
+    /// last republication).
     pub journal_syncs: SyncTimes,
     /// Fatal errors of any thread (I/O failures, invariant violations).
     pub errors: Vec<String>,
@@ -377,7 +378,7 @@ pub struct Cluster {
     events: Receiver<ClientEvent>,
     bmi_queries: BmiQueries,
     sequencer: Option<JoinHandle<Result<(BmiIndexStats, u64), String>>>,
-    writer: Option<JoinHandle<Result<(Seq, SyncTimes), String>>>,
+    writer: Option<JoinHandle<Result<Seq, String>>>,
     centers: Vec<JoinHandle<Result<CenterReport, String>>>,
     checkpointer: Option<JoinHandle<Result<(), String>>>,
     adapter: Option<JoinHandle<Result<(), String>>>,
@@ -655,11 +656,11 @@ impl Cluster {
         let (bmi_index, ticks) =
             self.sequencer.take().and_then(|h| join(&mut errors, "sequencer", h.join())).unwrap_or_default();
         let mut journal_seq_last = self.recovery.journal.seq_last;
-        let mut journal_syncs = SyncTimes::default();
-        if let Some((s, syncs)) = self.writer.take().and_then(|h| join(&mut errors, "journal", h.join())) {
+        if let Some(s) = self.writer.take().and_then(|h| join(&mut errors, "journal", h.join())) {
             journal_seq_last = s;
-            journal_syncs = syncs;
         }
+        // The writer republished them as it stopped (or, if it failed, at most 100 ms before).
+        let journal_syncs = self.shared.journal_syncs.lock().map(|t| t.clone()).unwrap_or_default();
         let mut centers = Vec::new();
         for (i, h) in self.centers.drain(..).enumerate() {
             match h.join() {
@@ -822,7 +823,7 @@ fn run_writer(
     rx: Receiver<WriteJob>,
     centers: Vec<Sender<Arc<JournalBatch>>>,
     shared: &Shared,
-) -> Result<(Seq, SyncTimes), String> {
+) -> Result<Seq, String> {
     const GROUP_BATCHES_MAX: usize = WRITE_QUEUE_BATCHES;
     let mut syncs_published = Instant::now();
     let publish_syncs = |journal: &Journal| {
@@ -884,7 +885,7 @@ fn run_writer(
     let marked = journal.seal().map_err(|e| e.to_string())?;
     publish(&mut unmarked, marked)?;
     publish_syncs(&journal);
-    Ok((journal.seq_last(), journal.sync_times().clone()))
+    Ok(journal.seq_last())
 }
 
 /// Everything one checkpoint needs, cheap to make on the center's thread: the encoded ledger and
